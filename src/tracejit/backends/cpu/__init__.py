@@ -1,0 +1,1 @@
+"""CPU backend: Numba code generation from fused kernels (not implemented yet)."""

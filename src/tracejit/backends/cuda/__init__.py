@@ -1,0 +1,1 @@
+"""CUDA backend: CuPy RawKernel code generation from fused kernels (not implemented yet)."""

@@ -1,0 +1,9 @@
+"""The SSA IR: values, nodes, graphs, the op registry, verifier and printers."""
+
+from . import ops  # noqa: F401  (registers every op)
+from .graph import Graph, Node, Value
+from .registry import REGISTRY, Kind, OpDef
+from .types import TensorType
+from .verify import verify
+
+__all__ = ["Graph", "Kind", "Node", "OpDef", "REGISTRY", "TensorType", "Value", "verify"]

@@ -1,0 +1,353 @@
+"""Definitions of every IR op: rules and NumPy reference implementations.
+
+Elementwise ops are NumPy ufuncs and share one rule (broadcasting + NEP 50 dtype
+resolution through ``ufunc.resolve_dtypes``). The other ops carry their own rule. NumPy
+functions that are compositions (``mean``, ``tensordot``, ``roll``, ...) are not ops: the
+tracer builds them from these (see ``trace/numpy_api.py``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import AxisError, DTypeError, IndexOutOfBounds, ShapeError
+from .registry import Kind, register
+from .types import TensorType, short_dtype
+
+# ---------------------------------------------------------------- shared rule pieces
+
+
+def _shapes(types) -> str:
+    return " ".join(str(t.shape).replace(" ", "") for t in types)
+
+
+def broadcast_shapes(*types: TensorType) -> tuple[int, ...]:
+    try:
+        return tuple(np.broadcast_shapes(*(t.shape for t in types)))
+    except ValueError:
+        raise ShapeError(
+            f"operands could not be broadcast together with shapes {_shapes(types)}",
+            hint="check the shapes; insert axes with x[:, None] or np.expand_dims to broadcast",
+        ) from None
+
+
+def promote(*types: TensorType) -> np.dtype:
+    """``np.result_type`` with NEP 50 weak Python scalars (as ``np.where`` promotes)."""
+    probes = [{"i": 0, "f": 0.0, "c": 0j}[t.dtype.kind] if t.weak else t.dtype for t in types]
+    return np.result_type(*probes)
+
+
+def _weak_result(types, dtype: np.dtype) -> bool:
+    return all(t.weak for t in types) and dtype.kind in "ifc"
+
+
+def ufunc_rule(ufunc: np.ufunc):
+    def rule(*types: TensorType) -> TensorType:
+        shape = broadcast_shapes(*types)
+        all_weak = all(t.weak for t in types)
+        operands = tuple(t.dtype if all_weak else t.promotion_operand() for t in types)
+        try:
+            dtype = ufunc.resolve_dtypes(operands + (None,))[-1]
+        except TypeError as e:
+            names = ", ".join(short_dtype(t.dtype) for t in types)
+            raise DTypeError(
+                f"numpy.{ufunc.__name__} has no loop for inputs ({names}): {e}",
+                hint="convert the operands with .astype(...) to a dtype this function accepts",
+            ) from None
+        return TensorType(shape, dtype, _weak_result(types, dtype))
+
+    return rule
+
+
+def normalize_axis(axis: int, ndim: int) -> int:
+    if not -ndim <= axis < ndim:
+        raise AxisError(f"axis {axis} is out of bounds for array of dimension {ndim}")
+    return axis % ndim
+
+
+def normalize_axes(axis, ndim: int) -> tuple[int, ...]:
+    """``None`` -> all axes; int or sequence -> sorted non-negative tuple (duplicates rejected)."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out = tuple(normalize_axis(int(a), ndim) for a in axes)
+    if len(set(out)) != len(out):
+        raise ShapeError("repeated axis")
+    return tuple(sorted(out))
+
+
+# ---------------------------------------------------------------- elementwise
+
+UNARY = (
+    "negative positive absolute sign exp exp2 expm1 log log2 log10 log1p sqrt cbrt square "
+    "reciprocal sin cos tan arcsin arccos arctan sinh cosh tanh arcsinh arccosh arctanh "
+    "floor ceil trunc rint logical_not invert isnan isinf isfinite"
+).split()
+BINARY = (
+    "add subtract multiply true_divide floor_divide remainder power arctan2 maximum minimum "
+    "fmax fmin hypot logaddexp equal not_equal less less_equal greater greater_equal "
+    "logical_and logical_or logical_xor bitwise_and bitwise_or bitwise_xor left_shift "
+    "right_shift"
+).split()
+
+for _name in UNARY + BINARY:
+    _uf = getattr(np, _name)
+    register(_name, Kind.ELEMENTWISE, ufunc_rule(_uf), _uf, f"numpy.{_name}", ufunc=_uf)
+
+
+def _where_rule(cond: TensorType, a: TensorType, b: TensorType) -> TensorType:
+    if cond.dtype != np.bool_:
+        raise DTypeError(f"where: condition must be bool, got {cond.dtype}")
+    return TensorType(broadcast_shapes(cond, a, b), promote(a, b))
+
+
+register("where", Kind.ELEMENTWISE, _where_rule, np.where, "numpy.where(cond, a, b)")
+
+
+def _convert_rule(x: TensorType, *, dtype: np.dtype) -> TensorType:
+    return TensorType(x.shape, np.dtype(dtype))
+
+
+def _convert(x, *, dtype):
+    return np.asarray(x).astype(dtype)
+
+
+register("convert", Kind.ELEMENTWISE, _convert_rule, _convert, "ndarray.astype (unsafe cast)")
+
+# ---------------------------------------------------------------- reductions
+
+
+def _reduced_shape(x: TensorType, axes: tuple[int, ...], keepdims: bool) -> tuple[int, ...]:
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(x.shape))
+    return tuple(d for i, d in enumerate(x.shape) if i not in axes)
+
+
+def _check_axes(x: TensorType, axis) -> tuple[int, ...]:
+    axes = tuple(axis)
+    if any(not 0 <= a < x.ndim for a in axes) or list(axes) != sorted(set(axes)):
+        raise AxisError(f"invalid reduction axes {axes} for {x.ndim}-d array")
+    return axes
+
+
+def _sum_dtype(d: np.dtype) -> np.dtype:
+    if d.kind == "b" or (d.kind == "i" and d.itemsize < 8):
+        return np.dtype(np.int64)
+    if d.kind == "u" and d.itemsize < 8:
+        return np.dtype(np.uint64)
+    return d
+
+
+def _accumulating_rule(x: TensorType, *, axis, keepdims, dtype) -> TensorType:
+    axes = _check_axes(x, axis)
+    out = _sum_dtype(x.dtype) if dtype is None else np.dtype(dtype)
+    return TensorType(_reduced_shape(x, axes, keepdims), out)
+
+
+def _extremum_rule(name):
+    def rule(x: TensorType, *, axis, keepdims) -> TensorType:
+        axes = _check_axes(x, axis)
+        if any(x.shape[a] == 0 for a in axes):
+            raise ShapeError(f"zero-size array to reduction operation {name} which has no identity")
+        return TensorType(_reduced_shape(x, axes, keepdims), x.dtype)
+
+    return rule
+
+
+def _logical_rule(x: TensorType, *, axis, keepdims) -> TensorType:
+    return TensorType(_reduced_shape(x, _check_axes(x, axis), keepdims), np.dtype(np.bool_))
+
+
+def _arg_rule(x: TensorType, *, axis, keepdims) -> TensorType:
+    axes = tuple(range(x.ndim)) if axis is None else _check_axes(x, (axis,))
+    if any(x.shape[a] == 0 for a in axes):
+        raise ShapeError("attempt to get argmax/argmin of an empty sequence")
+    if axis is None:
+        shape = (1,) * x.ndim if keepdims else ()
+    else:
+        shape = _reduced_shape(x, axes, keepdims)
+    return TensorType(shape, np.dtype(np.int64))
+
+
+def _np_reduction(fn, with_dtype):
+    if with_dtype:
+        return lambda x, *, axis, keepdims, dtype: fn(x, axis=axis, keepdims=keepdims, dtype=dtype)
+    return lambda x, *, axis, keepdims: fn(x, axis=axis, keepdims=keepdims)
+
+
+register("sum", Kind.REDUCTION, _accumulating_rule, _np_reduction(np.sum, True), "numpy.sum")
+register("prod", Kind.REDUCTION, _accumulating_rule, _np_reduction(np.prod, True), "numpy.prod")
+register("max", Kind.REDUCTION, _extremum_rule("maximum"), _np_reduction(np.max, False),
+         "numpy.max (NaN propagates)")
+register("min", Kind.REDUCTION, _extremum_rule("minimum"), _np_reduction(np.min, False),
+         "numpy.min (NaN propagates)")
+register("any", Kind.REDUCTION, _logical_rule, _np_reduction(np.any, False), "numpy.any")
+register("all", Kind.REDUCTION, _logical_rule, _np_reduction(np.all, False), "numpy.all")
+register("argmax", Kind.REDUCTION, _arg_rule, _np_reduction(np.argmax, False),
+         "numpy.argmax (first occurrence; axis is None or one int)")
+register("argmin", Kind.REDUCTION, _arg_rule, _np_reduction(np.argmin, False),
+         "numpy.argmin (first occurrence; axis is None or one int)")
+
+# ---------------------------------------------------------------- contraction
+
+
+def _matmul_rule(a: TensorType, b: TensorType) -> TensorType:
+    if a.ndim < 2 or b.ndim < 2:
+        raise ShapeError("matmul op takes operands of at least 2 dimensions")
+    if a.shape[-1] != b.shape[-2]:
+        raise ShapeError(
+            "matmul: Input operand 1 has a mismatch in its core dimension 0, with gufunc "
+            f"signature (n?,k),(k,m?)->(n?,m?) (size {b.shape[-2]} is different from "
+            f"{a.shape[-1]})",
+            hint=f"the contracted dimensions differ: {a.shape} @ {b.shape}",
+        )
+    batch = broadcast_shapes(TensorType(a.shape[:-2], a.dtype), TensorType(b.shape[:-2], b.dtype))
+    try:
+        dtype = np.matmul.resolve_dtypes((a.dtype, b.dtype, None))[-1]
+    except TypeError as e:
+        raise DTypeError(f"matmul: {e}") from None
+    return TensorType(batch + (a.shape[-2], b.shape[-1]), dtype)
+
+
+register("matmul", Kind.CONTRACTION, _matmul_rule, np.matmul,
+         "numpy.matmul on operands of >= 2 dims (batched, broadcasting batch dims)")
+
+# ---------------------------------------------------------------- structural
+
+
+def _reshape_rule(x: TensorType, *, shape: tuple[int, ...]) -> TensorType:
+    if math.prod(shape) != x.size or any(d < 0 for d in shape):
+        raise ShapeError(f"cannot reshape array of size {x.size} into shape {tuple(shape)}")
+    return TensorType(tuple(shape), x.dtype, x.weak and not shape)
+
+
+def _transpose_rule(x: TensorType, *, perm: tuple[int, ...]) -> TensorType:
+    if sorted(perm) != list(range(x.ndim)):
+        raise ShapeError("axes don't match array")
+    return TensorType(tuple(x.shape[p] for p in perm), x.dtype)
+
+
+def _broadcast_to_rule(x: TensorType, *, shape: tuple[int, ...]) -> TensorType:
+    shape = tuple(shape)
+    ok = len(shape) >= x.ndim and all(
+        d in (1, s) for d, s in zip(x.shape[::-1], shape[::-1], strict=False)
+    )
+    if not ok or any(d < 0 for d in shape):
+        raise ShapeError(f"cannot broadcast an array of shape {x.shape} to shape {shape}")
+    return TensorType(shape, x.dtype)
+
+
+def slice_length(start: int, stop: int, step: int) -> int:
+    return max(0, -(-(stop - start) // step)) if step > 0 else max(0, -(-(start - stop) // -step))
+
+
+def _slice_rule(x: TensorType, *, starts, stops, steps) -> TensorType:
+    if not len(starts) == len(stops) == len(steps) == x.ndim:
+        raise ShapeError("slice: one (start, stop, step) per dimension expected")
+    shape = []
+    for d, (a, b, s) in enumerate(zip(starts, stops, steps, strict=True)):
+        n = slice_length(a, b, s)
+        if s == 0 or (n and not (0 <= a < x.shape[d] and 0 <= a + s * (n - 1) < x.shape[d])):
+            raise ShapeError(f"slice ({a}, {b}, {s}) out of range for dimension of size {x.shape[d]}")
+        shape.append(n)
+    return TensorType(tuple(shape), x.dtype)
+
+
+def _slice(x, *, starts, stops, steps):
+    key = tuple(
+        slice(a, b if b >= 0 else None, s) if slice_length(a, b, s) else slice(0, 0)
+        for a, b, s in zip(starts, stops, steps, strict=True)
+    )
+    return np.asarray(x)[key]
+
+
+def _concatenate_rule(*xs: TensorType, axis: int) -> TensorType:
+    first = xs[0]
+    if first.ndim == 0:
+        raise ShapeError("zero-dimensional arrays cannot be concatenated")
+    for i, x in enumerate(xs[1:], start=1):
+        if x.ndim != first.ndim:
+            raise ShapeError(
+                "all the input array dimensions except for the concatenation axis must match "
+                f"exactly: the array at index 0 has {first.ndim} dimension(s) and the array at "
+                f"index {i} has {x.ndim} dimension(s)"
+            )
+        for d in range(first.ndim):
+            if d != axis and x.shape[d] != first.shape[d]:
+                raise ShapeError(
+                    "all the input array dimensions except for the concatenation axis must "
+                    f"match exactly, but along dimension {d}, the array at index 0 has size "
+                    f"{first.shape[d]} and the array at index {i} has size {x.shape[d]}"
+                )
+    shape = list(first.shape)
+    shape[axis] = sum(x.shape[axis] for x in xs)
+    return TensorType(tuple(shape), promote(*xs))
+
+
+def _pad_rule(x: TensorType, *, widths, value) -> TensorType:
+    if len(widths) != x.ndim or any(a < 0 or b < 0 for a, b in widths):
+        raise ShapeError(f"pad: widths {widths} invalid for a {x.ndim}-d array")
+    return TensorType(tuple(d + a + b for d, (a, b) in zip(x.shape, widths, strict=True)), x.dtype)
+
+
+register("reshape", Kind.STRUCTURAL, _reshape_rule, lambda x, *, shape: np.reshape(x, shape),
+         "numpy.reshape (C order)")
+register("transpose", Kind.STRUCTURAL, _transpose_rule,
+         lambda x, *, perm: np.transpose(x, perm), "numpy.transpose with an explicit permutation")
+register("broadcast_to", Kind.STRUCTURAL, _broadcast_to_rule,
+         lambda x, *, shape: np.broadcast_to(x, shape), "numpy.broadcast_to")
+register("slice", Kind.STRUCTURAL, _slice_rule, _slice,
+         "basic slicing x[a:b:s, ...], one (start, stop, step) per dim, normalised")
+register("concatenate", Kind.STRUCTURAL, _concatenate_rule,
+         lambda *xs, axis: np.concatenate(xs, axis=axis), "numpy.concatenate")
+register("pad", Kind.STRUCTURAL, _pad_rule,
+         lambda x, *, widths, value: np.pad(x, widths, constant_values=value),
+         "numpy.pad(mode='constant')")
+
+# ---------------------------------------------------------------- indexing
+
+
+def _gather_rule(x: TensorType, *idx: TensorType, axis: int) -> TensorType:
+    if not idx or axis < 0 or axis + len(idx) > x.ndim:
+        raise IndexOutOfBounds(
+            f"too many indices for array: array is {x.ndim}-dimensional, "
+            f"but {axis + len(idx)} were indexed"
+        )
+    for i in idx:
+        if i.dtype.kind not in "iu":
+            raise IndexOutOfBounds("arrays used as indices must be of integer (or boolean) type")
+    batch = broadcast_shapes(*idx)
+    for d in range(axis, axis + len(idx)):
+        if x.shape[d] == 0 and math.prod(batch) > 0:
+            raise IndexOutOfBounds(f"index is out of bounds for axis {d} with size 0")
+    return TensorType(x.shape[:axis] + batch + x.shape[axis + len(idx):], x.dtype)
+
+
+def _gather(x, *idx, axis):
+    return np.asarray(x)[(slice(None),) * axis + idx]
+
+
+register("gather", Kind.INDEXING, _gather_rule, _gather,
+         "x[:, ..., i0, i1, ...] with integer arrays starting at `axis` (NumPy fancy indexing; "
+         "negative indices wrap, out-of-range raises IndexError)")
+
+# ---------------------------------------------------------------- creation
+
+
+def _constant_rule(*, value) -> TensorType:
+    from .types import type_of_constant
+
+    return type_of_constant(value)
+
+
+def _full_rule(*, shape, dtype, value) -> TensorType:
+    return TensorType(tuple(shape), np.dtype(dtype))
+
+
+register("constant", Kind.CREATION, _constant_rule, lambda *, value: value,
+         "a literal: captured array, NumPy scalar or (weakly typed) Python scalar")
+register("full", Kind.CREATION, _full_rule,
+         lambda *, shape, dtype, value: np.full(shape, value, dtype=dtype),
+         "numpy.full with static shape, dtype and fill value")

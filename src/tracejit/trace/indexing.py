@@ -1,0 +1,136 @@
+"""``x[key]`` with NumPy's rules: basic slicing becomes ``slice`` + ``reshape``; integer
+arrays (and integers mixed with them) become one ``gather``, with NumPy's placement of the
+indexed dimensions; constant boolean masks become integer indices."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import DTypeError, IndexOutOfBounds, ShapeError
+from ..ir.ops import slice_length
+from .core import bind
+from .numpy_api import aval, expand_dims, reshape, transpose
+from .tracer import Tracer
+
+_MASK_HINT = (
+    "boolean-mask indexing x[mask] has a shape that depends on the data; use "
+    "np.where(mask, x, fill) to keep the shape, or reduce with np.sum(np.where(mask, x, 0))"
+)
+
+
+def _is_int(k) -> bool:
+    return isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))
+
+
+def _expand_key(key, ndim):
+    """Normalise ``key`` to a tuple with Ellipsis expanded and boolean masks converted."""
+    key = key if isinstance(key, tuple) else (key,)
+    out = []
+    for k in key:
+        if isinstance(k, Tracer) and k.dtype == np.bool_:
+            raise ShapeError("indexing with a traced boolean mask", hint=_MASK_HINT)
+        if isinstance(k, (bool, np.bool_)):
+            raise ShapeError("indexing with a Python bool", hint=_MASK_HINT)
+        if isinstance(k, (list, np.ndarray)):
+            k = np.asarray(k)
+            if k.dtype == np.bool_:
+                out.extend(np.nonzero(k))  # a static mask: static indices
+                continue
+            if k.dtype.kind not in "iu" and k.size:
+                raise IndexOutOfBounds("arrays used as indices must be of integer (or boolean) "
+                                       "type")
+            k = k.astype(np.int64)
+        elif not (k is None or k is Ellipsis or isinstance(k, (slice, Tracer)) or _is_int(k)):
+            raise IndexOutOfBounds(
+                "only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and "
+                f"integer or boolean arrays are valid indices (got {type(k).__name__})"
+            )
+        out.append(k)
+    if sum(k is Ellipsis for k in out) > 1:
+        raise IndexOutOfBounds("an index can only have a single ellipsis ('...')")
+    consumed = sum(k is not None and k is not Ellipsis for k in out)
+    if consumed > ndim:
+        raise IndexOutOfBounds(f"too many indices for array: array is {ndim}-dimensional, "
+                               f"but {consumed} were indexed")
+    fill = [slice(None)] * (ndim - consumed)
+    ell = [i for i, k in enumerate(out) if k is Ellipsis]
+    if ell:
+        return out[: ell[0]] + fill + out[ell[0] + 1:]
+    return out + fill
+
+
+def getitem(x, key):
+    t = aval(x)
+    key = _expand_key(key, t.ndim)
+    # None inserts a size-1 axis: do it first, then index that axis with a full slice.
+    new_axes = [i for i, k in enumerate(key) if k is None]
+    if new_axes:
+        x = expand_dims(x, new_axes)
+        key = [slice(None) if k is None else k for k in key]
+    shape = aval(x).shape
+    advanced = any(isinstance(k, (np.ndarray, Tracer)) for k in key)
+    if not advanced:
+        return _basic(x, shape, key)
+    # With an array index, integers are advanced indices too (NumPy's rule).
+    key = [np.asarray(k, np.int64) if _is_int(k) else k for k in key]
+    basic = [k if isinstance(k, slice) else slice(None) for k in key]
+    x = _basic(x, shape, basic)
+    positions = [i for i, k in enumerate(key) if not isinstance(k, slice)]
+    adjacent = positions == list(range(positions[0], positions[-1] + 1))
+    target = positions[0] if adjacent else 0
+    rest = [i for i in range(len(key)) if i not in positions]
+    perm = rest[:target] + positions + rest[target:]
+    return gather(transpose(x, perm), [key[i] for i in positions], target)
+
+
+def slice_attrs(shape, key) -> dict:
+    starts, stops, steps = [], [], []
+    for d, k in zip(shape, key, strict=True):
+        if _is_int(k):
+            i = int(k)
+            if not -d <= i < d:
+                raise IndexOutOfBounds(f"index {i} is out of bounds for axis "
+                                       f"{len(starts)} with size {d}")
+            i %= d
+            start, stop, step = i, i + 1, 1
+        else:
+            if k.step == 0:
+                raise ShapeError("slice step cannot be zero")
+            start, stop, step = k.indices(d)
+            n = slice_length(start, stop, step)
+            start, stop = (start, start + step * n) if n else (0, 0)
+            step = step if n else 1
+        starts.append(start)
+        stops.append(stop)
+        steps.append(step)
+    return {"starts": tuple(starts), "stops": tuple(stops), "steps": tuple(steps)}
+
+
+def _basic(x, shape, key):
+    attrs = slice_attrs(shape, key)
+    full = all(a == 0 and b == d and s == 1 for a, b, s, d in
+               zip(attrs["starts"], attrs["stops"], attrs["steps"], shape, strict=True))
+    if not full:
+        x = bind("slice", x, **attrs)
+    if any(_is_int(k) for k in key):
+        x = reshape(x, tuple(d for d, k in zip(aval(x).shape, key, strict=True) if not _is_int(k)))
+    return x
+
+
+def gather(x, indices, axis: int):
+    """``x[:, ..., *indices]`` starting at ``axis``; constant indices are bounds-checked now."""
+    t = aval(x)
+    for j, idx in enumerate(indices):
+        if isinstance(idx, Tracer):
+            if idx.dtype.kind not in "iu":
+                raise DTypeError("arrays used as indices must be of integer (or boolean) type")
+            continue
+        idx = np.asarray(idx)
+        if idx.dtype.kind not in "iu":
+            raise IndexOutOfBounds("arrays used as indices must be of integer (or boolean) type")
+        n = t.shape[axis + j] if axis + j < t.ndim else 0
+        bad = (idx < -n) | (idx >= n)
+        if bad.any():
+            raise IndexOutOfBounds(f"index {idx[bad].flat[0]} is out of bounds for axis "
+                                   f"{axis + j} with size {n}")
+    return bind("gather", x, *indices, axis=axis)

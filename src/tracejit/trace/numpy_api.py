@@ -1,0 +1,983 @@
+"""The NumPy surface: ufuncs, operators and ``__array_function__`` mapped onto IR ops.
+
+Each function here has NumPy's signature and semantics and is built from registry ops
+(``bind``). Functions that are compositions in NumPy (mean, var, tensordot, roll, ...) are
+compositions here too, following NumPy's own definitions so dtypes and values agree.
+"""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+import math
+import string
+
+import numpy as np
+
+from ..errors import (
+    ConcretizationError,
+    DTypeError,
+    ShapeError,
+    UnsupportedOperation,
+)
+from ..ir.ops import normalize_axes, normalize_axis
+from ..ir.registry import REGISTRY
+from ..ir.types import TensorType, type_of_constant
+from .core import bind
+from .tracer import Tracer
+
+FUNCTIONS: dict = {}  # numpy function -> implementation
+_UFUNC_OPS = {d.ufunc: name for name, d in REGISTRY.items() if d.ufunc is not None}
+_NO = object()
+
+
+def implements(*funcs):
+    def register(impl):
+        sig = inspect.signature(impl)
+        for f in funcs:
+            FUNCTIONS[f] = (impl, sig)
+        return impl
+
+    return register
+
+
+def supported_functions() -> list[str]:
+    """Names of the NumPy functions (beyond ufuncs) a traced function may call."""
+    return sorted({f.__name__ for f in FUNCTIONS})
+
+
+def supported_ufuncs() -> list[str]:
+    return sorted({u.__name__ for u in _UFUNC_OPS} | {"matmul", "divmod"})
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def aval(x) -> TensorType:
+    return x.aval if isinstance(x, Tracer) else type_of_constant(x)
+
+
+def _strong(x):
+    """NumPy functions never return weakly typed values; only Python operators keep them."""
+    if isinstance(x, Tracer) and x.aval.weak:
+        return bind("convert", x, dtype=x.dtype)
+    return x
+
+
+def _as_strong_operand(x):
+    """Python scalars given to non-ufunc functions become strong arrays (np.asarray)."""
+    return np.asarray(x) if type(x) in (int, float, complex) else x
+
+
+def _reject_out(name: str, out) -> None:
+    if out is None or (type(out) is tuple and builtins.all(o is None for o in out)):
+        return
+    raise UnsupportedOperation(
+        f"numpy.{name}(..., out=...) is not supported inside a jitted function",
+        hint="arrays are immutable while tracing; use the returned value instead of out=",
+    )
+
+
+def _unsupported(name: str, what: str = "") -> UnsupportedOperation:
+    return UnsupportedOperation(
+        f"numpy.{name}{what} is not supported by tracejit",
+        hint="see the supported-op table in the README; rewrite with supported functions or "
+        "call it outside the jitted function",
+    )
+
+
+def apply_function(func, args, kwargs):
+    entry = FUNCTIONS.get(func)
+    name = getattr(func, "__name__", repr(func))
+    if entry is None:
+        module = getattr(func, "__module__", "numpy") or "numpy"
+        prefix = "" if module == "numpy" else module.removeprefix("numpy.") + "."
+        raise _unsupported(prefix + name)
+    impl, sig = entry
+    try:
+        sig.bind(*args, **kwargs)
+    except TypeError as e:
+        if "out" in kwargs:
+            _reject_out(name, kwargs["out"])
+        raise _unsupported(name, f" with these arguments ({e})") from None
+    return impl(*args, **kwargs)
+
+
+# ---------------------------------------------------------------- ufuncs and operators
+
+
+def _elementwise(ufunc, operands):
+    if ufunc is np.matmul:
+        return matmul(*operands)
+    op = _UFUNC_OPS.get(ufunc)
+    if op is None:
+        raise _unsupported(ufunc.__name__)
+    return bind(op, *operands)
+
+
+def operator(ufunc, *operands):
+    """A Python operator: like the ufunc, but Python-scalar arithmetic stays weakly typed."""
+    return _elementwise(ufunc, operands)
+
+
+def inplace(ufunc, target: Tracer, other):
+    """``x op= y`` rebinds x (tracers are immutable) with NumPy's same_kind output cast."""
+    result = _elementwise(ufunc, (target, other))
+    if target.aval.weak:
+        return result
+    if result.shape != target.shape:
+        raise ShapeError(
+            f"non-broadcastable output operand with shape {target.shape} doesn't match the "
+            f"broadcast shape {result.shape}"
+        )
+    if result.dtype != target.dtype:
+        if not np.can_cast(result.dtype, target.dtype, "same_kind"):
+            raise DTypeError(
+                f"Cannot cast ufunc '{ufunc.__name__}' output from {result.dtype!r} to "
+                f"{target.dtype!r} with casting rule 'same_kind'",
+                hint="convert explicitly: x = (x op y).astype(x.dtype)",
+            )
+        result = bind("convert", result, dtype=target.dtype)
+    return result
+
+
+_REDUCE_FUNCS = {
+    np.add: "sum", np.multiply: "prod", np.maximum: "max", np.minimum: "min",
+    np.logical_and: "all", np.logical_or: "any",
+}
+
+
+def apply_ufunc(ufunc, method, inputs, kwargs):
+    name = ufunc.__name__
+    _reject_out(name, kwargs.pop("out", None))
+    if method == "__call__":
+        dtype = kwargs.pop("dtype", None)
+        if kwargs:
+            raise _unsupported(name, f"(..., {', '.join(kwargs)}=...)")
+        if ufunc is np.divmod:
+            return tuple(_strong(bind(op, *inputs)) for op in ("floor_divide", "remainder"))
+        if dtype is not None:
+            inputs = [_cast_same_kind(x, np.dtype(dtype), name) for x in inputs]
+        return _strong(_elementwise(ufunc, inputs))
+    if method == "reduce" and ufunc in _REDUCE_FUNCS:
+        (a,) = inputs
+        axis = kwargs.pop("axis", 0)
+        keepdims = kwargs.pop("keepdims", False)
+        dtype = kwargs.pop("dtype", None)
+        if kwargs:
+            raise _unsupported(f"{name}.reduce", f"(..., {', '.join(kwargs)}=...)")
+        fn = FUNCTIONS[getattr(np, _REDUCE_FUNCS[ufunc])][0]
+        extra = {"dtype": dtype} if _REDUCE_FUNCS[ufunc] in ("sum", "prod") else {}
+        return fn(a, axis=axis, keepdims=keepdims, **extra)
+    if method == "outer" and ufunc.nin == 2 and not kwargs:
+        a, b = inputs
+        ta, tb = aval(a), aval(b)
+        a = reshape(a, ta.shape + (1,) * tb.ndim)
+        return _strong(_elementwise(ufunc, (a, b)))
+    raise _unsupported(f"{name}.{method}")
+
+
+def _cast_same_kind(x, dtype, name):
+    t = aval(x)
+    if not t.weak and not np.can_cast(t.dtype, dtype, "same_kind"):
+        raise DTypeError(f"numpy.{name}: cannot cast {t.dtype} to {dtype} with casting 'same_kind'")
+    return bind("convert", x, dtype=dtype)
+
+
+# ---------------------------------------------------------------- dtype conversion
+
+
+@implements(np.astype)
+def astype(x, dtype, /, *, copy=True, device=None, casting="unsafe"):
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError as e:
+        raise DTypeError(str(e)) from None
+    if dtype.kind not in "biufc":
+        raise DTypeError(f"astype: dtype {dtype} is not supported (numeric and bool only)")
+    t = aval(x)
+    if casting != "unsafe" and not np.can_cast(t.dtype, dtype, casting):
+        raise DTypeError(f"Cannot cast array data from {t.dtype!r} to {dtype!r} "
+                         f"according to the rule {casting!r}")
+    if t.dtype == dtype and not t.weak:
+        return x
+    return bind("convert", x, dtype=dtype)
+
+
+# ---------------------------------------------------------------- reductions
+
+
+def _reduce(op, a, axis, keepdims, **attrs):
+    t = aval(a)
+    axes = normalize_axes(axis, t.ndim)
+    return bind(op, a, axis=axes, keepdims=bool(keepdims), **attrs)
+
+
+def _dtype_or_none(dtype):
+    return None if dtype is None else np.dtype(dtype)
+
+
+@implements(np.sum)
+def sum(a, axis=None, dtype=None, out=None, keepdims=False):
+    _reject_out("sum", out)
+    return _reduce("sum", a, axis, keepdims, dtype=_dtype_or_none(dtype))
+
+
+@implements(np.prod)
+def prod(a, axis=None, dtype=None, out=None, keepdims=False):
+    _reject_out("prod", out)
+    return _reduce("prod", a, axis, keepdims, dtype=_dtype_or_none(dtype))
+
+
+@implements(np.max, np.amax)
+def max(a, axis=None, out=None, keepdims=False):
+    _reject_out("max", out)
+    return _reduce("max", a, axis, keepdims)
+
+
+@implements(np.min, np.amin)
+def min(a, axis=None, out=None, keepdims=False):
+    _reject_out("min", out)
+    return _reduce("min", a, axis, keepdims)
+
+
+@implements(np.any)
+def any(a, axis=None, out=None, keepdims=False):
+    _reject_out("any", out)
+    return _reduce("any", a, axis, keepdims)
+
+
+@implements(np.all)
+def all(a, axis=None, out=None, keepdims=False):
+    _reject_out("all", out)
+    return _reduce("all", a, axis, keepdims)
+
+
+def _arg_reduce(op, a, axis, out, keepdims):
+    _reject_out(op, out)
+    t = aval(a)
+    ax = None if axis is None else normalize_axis(int(axis), t.ndim)
+    return bind(op, a, axis=ax, keepdims=bool(keepdims))
+
+
+@implements(np.argmax)
+def argmax(a, axis=None, out=None, *, keepdims=False):
+    return _arg_reduce("argmax", a, axis, out, keepdims)
+
+
+@implements(np.argmin)
+def argmin(a, axis=None, out=None, *, keepdims=False):
+    return _arg_reduce("argmin", a, axis, out, keepdims)
+
+
+def _count(t: TensorType, axis) -> int:
+    return math.prod(t.shape[i] for i in normalize_axes(axis, t.ndim))
+
+
+def _divide_keep_dtype(total, count):
+    """NumPy's ``true_divide(total, count, out=total, casting='unsafe')``."""
+    return astype(bind("true_divide", total, count), total.dtype)
+
+
+@implements(np.mean)
+def mean(a, axis=None, dtype=None, out=None, keepdims=False):
+    _reject_out("mean", out)
+    t = aval(a)
+    back_to_f16 = False
+    if dtype is None:
+        if t.dtype.kind in "biu":
+            dtype = np.float64
+        elif t.dtype == np.float16:
+            dtype, back_to_f16 = np.float32, True
+    total = sum(a, axis, dtype, None, keepdims)
+    result = _divide_keep_dtype(total, _count(t, axis))
+    return astype(result, np.float16) if back_to_f16 else result
+
+
+@implements(np.var)
+def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    _reject_out("var", out)
+    t = aval(a)
+    if dtype is None and t.dtype.kind in "biu":
+        dtype = np.float64
+    n = _count(t, axis)
+    centre = _divide_keep_dtype(sum(a, axis, dtype, None, True), n)
+    dev = bind("subtract", a, centre)
+    sq = bind("multiply", dev, dev)
+    return _divide_keep_dtype(sum(sq, axis, dtype, None, keepdims), builtins.max(n - ddof, 0))
+
+
+@implements(np.std)
+def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    v = var(a, axis, dtype, out, ddof, keepdims)
+    return astype(bind("sqrt", v), v.dtype)
+
+
+# ---------------------------------------------------------------- contractions
+
+
+def matmul(a, b):
+    ta, tb = aval(a), aval(b)
+    for i, t in enumerate((ta, tb)):
+        if t.ndim == 0:
+            raise ShapeError(
+                f"matmul: Input operand {i} does not have enough dimensions (has 0, gufunc "
+                "core with signature (n?,k),(k,m?)->(n?,m?) requires 1)",
+                hint="use * (np.multiply) to scale by a scalar",
+            )
+    if ta.ndim == 1:
+        a = reshape(a, (1, ta.shape[0]))
+    if tb.ndim == 1:
+        b = reshape(b, (tb.shape[0], 1))
+    r = _strong(bind("matmul", a, b))
+    if ta.ndim == 1 or tb.ndim == 1:
+        shape = r.shape[:-2] + r.shape[-2:-1] * (ta.ndim > 1) + r.shape[-1:] * (tb.ndim > 1)
+        r = reshape(r, shape)
+    return r
+
+
+@implements(np.dot)
+def dot(a, b, out=None):
+    _reject_out("dot", out)
+    a, b = _as_strong_operand(a), _as_strong_operand(b)
+    ta, tb = aval(a), aval(b)
+    if ta.ndim == 0 or tb.ndim == 0:
+        return _strong(bind("multiply", a, b))
+    if ta.ndim <= 2 and tb.ndim <= 2:
+        if ta.shape[-1] != tb.shape[0 if tb.ndim == 1 else -2]:
+            raise _not_aligned(ta, tb, ta.ndim - 1, 0 if tb.ndim == 1 else tb.ndim - 2)
+        return matmul(a, b)
+    b_axis = 0 if tb.ndim == 1 else tb.ndim - 2
+    if ta.shape[-1] != tb.shape[b_axis]:
+        raise _not_aligned(ta, tb, ta.ndim - 1, b_axis)
+    return tensordot(a, b, ([ta.ndim - 1], [b_axis]))
+
+
+def _not_aligned(ta, tb, da, db):
+    return ShapeError(
+        f"shapes {ta.shape} and {tb.shape} not aligned: {ta.shape[da]} (dim {da}) != "
+        f"{tb.shape[db]} (dim {db})"
+    )
+
+
+@implements(np.tensordot)
+def tensordot(a, b, axes=2):
+    a, b = _as_strong_operand(a), _as_strong_operand(b)
+    ta, tb = aval(a), aval(b)
+    if isinstance(axes, (int, np.integer)):
+        axes_a, axes_b = list(range(ta.ndim - int(axes), ta.ndim)), list(range(int(axes)))
+    else:
+        axes_a, axes_b = axes
+        axes_a = [axes_a] if isinstance(axes_a, (int, np.integer)) else list(axes_a)
+        axes_b = [axes_b] if isinstance(axes_b, (int, np.integer)) else list(axes_b)
+    if len(axes_a) != len(axes_b):
+        raise ShapeError("shape-mismatch for sum")
+    axes_a = [normalize_axis(int(x), ta.ndim) for x in axes_a]
+    axes_b = [normalize_axis(int(x), tb.ndim) for x in axes_b]
+    if builtins.any(ta.shape[i] != tb.shape[j] for i, j in zip(axes_a, axes_b, strict=True)):
+        raise ShapeError("shape-mismatch for sum")
+    free_a = [i for i in range(ta.ndim) if i not in axes_a]
+    free_b = [i for i in range(tb.ndim) if i not in axes_b]
+    k = math.prod(ta.shape[i] for i in axes_a)
+    at = reshape(transpose(a, free_a + axes_a), (math.prod(ta.shape[i] for i in free_a), k))
+    bt = reshape(transpose(b, axes_b + free_b), (k, math.prod(tb.shape[i] for i in free_b)))
+    out_shape = tuple(ta.shape[i] for i in free_a) + tuple(tb.shape[i] for i in free_b)
+    return reshape(matmul(at, bt), out_shape)
+
+
+@implements(np.inner)
+def inner(a, b):
+    a, b = _as_strong_operand(a), _as_strong_operand(b)
+    ta, tb = aval(a), aval(b)
+    if ta.ndim == 0 or tb.ndim == 0:
+        return _strong(bind("multiply", a, b))
+    if ta.shape[-1] != tb.shape[-1]:
+        raise _not_aligned(ta, tb, ta.ndim - 1, tb.ndim - 1)
+    return tensordot(a, b, ([ta.ndim - 1], [tb.ndim - 1]))
+
+
+@implements(np.outer)
+def outer(a, b, out=None):
+    _reject_out("outer", out)
+    a, b = ravel(_as_strong_operand(a)), ravel(_as_strong_operand(b))
+    return _strong(bind("multiply", reshape(a, (-1, 1)), reshape(b, (1, -1))))
+
+
+@implements(np.einsum)
+def einsum(*operands, out=None, optimize=False, dtype=None, order="K", casting="safe"):
+    """Two-operand contractions become transposes + one batched matmul, applied left to
+    right; labels used by no later operand and not in the output are summed first."""
+    _reject_out("einsum", out)
+    if not operands or not isinstance(operands[0], str):
+        raise _unsupported("einsum", " in the interleaved (operand, sublist) form")
+    subscripts, arrays = operands[0].replace(" ", ""), list(operands[1:])
+    arrays = [_as_strong_operand(x) for x in arrays]
+    ins, out_labels = _parse_einsum(subscripts, [aval(x) for x in arrays])
+    result_dtype = np.result_type(*[aval(x).dtype for x in arrays]) if dtype is None else dtype
+    arrays = [astype(x, result_dtype, casting="unsafe") for x in arrays]
+    sizes: dict[str, int] = {}
+    for labels, x in zip(ins, arrays, strict=True):
+        for lab, d in zip(labels, aval(x).shape, strict=True):
+            if sizes.get(lab, 1) not in (1, d) and d != 1:
+                raise ShapeError(f"einsum: size of label '{lab}' differs between operands "
+                                 f"({sizes[lab]} vs {d})")
+            sizes[lab] = builtins.max(sizes.get(lab, 1), d)
+    acc, acc_labels = arrays[0], ins[0]
+    for i in range(1, len(arrays) + 1):
+        later = set(out_labels).union(*ins[i + 1:]) if i < len(arrays) else set(out_labels)
+        if i < len(arrays):
+            later |= set(ins[i])
+        acc, acc_labels = _einsum_sum_out(acc, acc_labels, later)
+        if i == len(arrays):
+            break
+        nxt, nxt_labels = _einsum_sum_out(arrays[i], ins[i], later | set(acc_labels))
+        acc, acc_labels = _einsum_pair(acc, acc_labels, nxt, nxt_labels, sizes,
+                                       set(out_labels).union(*ins[i + 1:]))
+    perm = [acc_labels.index(lab) for lab in out_labels]
+    return transpose(acc, perm)
+
+
+def _parse_einsum(subscripts: str, types: list[TensorType]):
+    if "->" in subscripts:
+        lhs, out = subscripts.split("->")
+    else:
+        lhs, out = subscripts, None
+    terms = lhs.split(",")
+    if len(terms) != len(types):
+        raise ShapeError(f"einsum: {len(terms)} subscripts for {len(types)} operands")
+    spare = iter(c for c in string.ascii_uppercase[::-1] if c not in subscripts)
+    n_ell = builtins.max([t.ndim - len(term.replace("...", "")) for term, t in
+                          zip(terms, types, strict=True) if "..." in term] or [0])
+    ell = "".join(next(spare) for _ in range(n_ell))
+    ins = []
+    for term, t in zip(terms, types, strict=True):
+        if "..." in term:
+            k = t.ndim - len(term.replace("...", ""))
+            term = term.replace("...", ell[n_ell - k:])
+        if len(term) != t.ndim:
+            raise ShapeError(f"einsum: subscript '{term}' has {len(term)} labels for an operand "
+                             f"of {t.ndim} dimensions")
+        if len(set(term)) != len(term):
+            raise _unsupported("einsum", f" with a repeated label in one operand ('{term}')")
+        ins.append(term)
+    if out is None:
+        counts = "".join(ins)
+        out = ell + "".join(sorted(c for c in set(counts) if counts.count(c) == 1 and c not in ell))
+    else:
+        out = out.replace("...", ell)
+    if builtins.any(c not in "".join(ins) for c in out) or len(set(out)) != len(out):
+        raise ShapeError(f"einsum: invalid output subscripts '{out}'")
+    return ins, out
+
+
+def _einsum_sum_out(x, labels: str, keep: set):
+    drop = tuple(i for i, c in enumerate(labels) if c not in keep)
+    if not drop:
+        return x, labels
+    x = bind("sum", x, axis=drop, keepdims=False, dtype=aval(x).dtype)
+    return x, "".join(c for c in labels if c in keep)
+
+
+def _einsum_pair(a, la: str, b, lb: str, sizes, keep: set):
+    batch = [c for c in la if c in lb and c in keep]
+    contracted = [c for c in la if c in lb and c not in keep]
+    only_a = [c for c in la if c not in lb]
+    only_b = [c for c in lb if c not in la]
+
+    def arrange(x, labels, order, trailing_full):
+        x = transpose(x, [labels.index(c) for c in order])
+        shape = tuple(sizes[c] if c in trailing_full else aval(x).shape[i]
+                      for i, c in enumerate(order))
+        return broadcast_to(x, shape) if shape != aval(x).shape else x
+
+    a = arrange(a, la, batch + only_a + contracted, set(contracted))
+    b = arrange(b, lb, batch + contracted + only_b, set(contracted))
+    ta, tb = aval(a), aval(b)
+    nb = len(batch)
+    m = math.prod(ta.shape[nb:nb + len(only_a)])
+    n = math.prod(tb.shape[nb + len(contracted):])
+    k = math.prod(sizes[c] for c in contracted)
+    a = reshape(a, ta.shape[:nb] + (m, k))
+    b = reshape(b, tb.shape[:nb] + (k, n))
+    r = bind("matmul", a, b)
+    shape = aval(r).shape[:nb] + ta.shape[nb:nb + len(only_a)] + tb.shape[nb + len(contracted):]
+    return reshape(r, shape), "".join(batch + only_a + only_b)
+
+
+# ---------------------------------------------------------------- structural
+
+
+@implements(np.reshape)
+def reshape(a, /, shape=None, order="C", *, copy=None):
+    if order != "C":
+        raise _unsupported("reshape", f"(order={order!r}); only C order is supported")
+    t = aval(a)
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    shape = tuple(int(d) for d in shape)
+    if shape.count(-1) > 1:
+        raise ShapeError("can only specify one unknown dimension")
+    if -1 in shape:
+        known = math.prod(d for d in shape if d != -1)
+        if known == 0 or t.size % known:
+            raise ShapeError(f"cannot reshape array of size {t.size} into shape {shape}")
+        shape = tuple(t.size // known if d == -1 else d for d in shape)
+    if shape == t.shape and isinstance(a, Tracer):
+        return a
+    return bind("reshape", a, shape=shape)
+
+
+@implements(np.ravel)
+def ravel(a, order="C"):
+    if order not in ("C", "A", "K"):
+        raise _unsupported("ravel", f"(order={order!r})")
+    return reshape(a, (-1,))
+
+
+@implements(np.transpose)
+def transpose(a, axes=None):
+    t = aval(a)
+    if axes is None:
+        perm = tuple(range(t.ndim))[::-1]
+    else:
+        if len(axes) != t.ndim:
+            raise ShapeError("axes don't match array")
+        perm = tuple(normalize_axis(int(x), t.ndim) for x in axes)
+        if len(set(perm)) != len(perm):
+            raise ShapeError("repeated axis in transpose")
+    if perm == tuple(range(t.ndim)) and isinstance(a, Tracer):
+        return a
+    return bind("transpose", a, perm=perm)
+
+
+@implements(np.swapaxes)
+def swapaxes(a, axis1, axis2):
+    t = aval(a)
+    perm = list(range(t.ndim))
+    i, j = normalize_axis(axis1, t.ndim), normalize_axis(axis2, t.ndim)
+    perm[i], perm[j] = perm[j], perm[i]
+    return transpose(a, perm)
+
+
+@implements(np.moveaxis)
+def moveaxis(a, source, destination):
+    t = aval(a)
+    source = normalize_axes_ordered(source, t.ndim)
+    destination = normalize_axes_ordered(destination, t.ndim)
+    if len(source) != len(destination):
+        raise ShapeError("`source` and `destination` arguments must have the same number "
+                         "of elements")
+    order = [n for n in range(t.ndim) if n not in source]
+    for dest, src in sorted(zip(destination, source, strict=True)):
+        order.insert(dest, src)
+    return transpose(a, order)
+
+
+def normalize_axes_ordered(axis, ndim) -> list[int]:
+    axes = [axis] if isinstance(axis, (int, np.integer)) else list(axis)
+    out = [normalize_axis(int(x), ndim) for x in axes]
+    if len(set(out)) != len(out):
+        raise ShapeError("repeated axis")
+    return out
+
+
+@implements(np.expand_dims)
+def expand_dims(a, axis):
+    t = aval(a)
+    axes = [axis] if isinstance(axis, (int, np.integer)) else list(axis)
+    out_ndim = t.ndim + len(axes)
+    axes = set(normalize_axes(axes, out_ndim))
+    dims = iter(t.shape)
+    return reshape(a, tuple(1 if i in axes else next(dims) for i in range(out_ndim)))
+
+
+@implements(np.squeeze)
+def squeeze(a, axis=None):
+    t = aval(a)
+    if axis is None:
+        axes = {i for i, d in enumerate(t.shape) if d == 1}
+    else:
+        axes = set(normalize_axes(axis, t.ndim))
+        if builtins.any(t.shape[i] != 1 for i in axes):
+            raise ShapeError("cannot select an axis to squeeze out which has size not equal to one")
+    return reshape(a, tuple(d for i, d in enumerate(t.shape) if i not in axes))
+
+
+@implements(np.broadcast_to)
+def broadcast_to(array, shape, subok=False):
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
+    t = aval(array)
+    if shape == t.shape and isinstance(array, Tracer) and not t.weak:
+        return array
+    return bind("broadcast_to", _as_strong_operand(array), shape=shape)
+
+
+@implements(np.broadcast_arrays)
+def broadcast_arrays(*args, subok=False):
+    shape = tuple(np.broadcast_shapes(*(aval(a).shape for a in args)))
+    return tuple(broadcast_to(a, shape) for a in args)
+
+
+@implements(np.atleast_1d)
+def atleast_1d(*arys):
+    res = [reshape(a, (1,)) if aval(a).ndim == 0 else a for a in arys]
+    return res[0] if len(res) == 1 else tuple(res)
+
+
+@implements(np.atleast_2d)
+def atleast_2d(*arys):
+    res = []
+    for a in arys:
+        s = aval(a).shape
+        res.append(reshape(a, (1, 1) if not s else (1,) + s) if len(s) < 2 else a)
+    return res[0] if len(res) == 1 else tuple(res)
+
+
+@implements(np.concatenate)
+def concatenate(arrays, /, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    _reject_out("concatenate", out)
+    arrays = [_as_strong_operand(a) for a in arrays]
+    if not arrays:
+        raise ShapeError("need at least one array to concatenate")
+    if axis is None:
+        arrays, axis = [ravel(a) for a in arrays], 0
+    first = aval(arrays[0])
+    if first.ndim == 0:
+        raise ShapeError("zero-dimensional arrays cannot be concatenated")
+    axis = normalize_axis(int(axis), first.ndim)
+    if dtype is not None:
+        arrays = [astype(a, dtype, casting=casting) for a in arrays]
+    return _strong(bind("concatenate", *arrays, axis=axis))
+
+
+@implements(np.stack)
+def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    _reject_out("stack", out)
+    arrays = [_as_strong_operand(a) for a in arrays]
+    if not arrays:
+        raise ShapeError("need at least one array to stack")
+    shapes = {aval(a).shape for a in arrays}
+    if len(shapes) != 1:
+        raise ShapeError("all input arrays must have the same shape")
+    axis = normalize_axis(int(axis), aval(arrays[0]).ndim + 1)
+    return concatenate([expand_dims(a, axis) for a in arrays], axis, dtype=dtype, casting=casting)
+
+
+@implements(np.hstack)
+def hstack(tup, *, dtype=None, casting="same_kind"):
+    arrs = [atleast_1d(_as_strong_operand(a)) for a in tup]
+    return concatenate(arrs, 0 if aval(arrs[0]).ndim == 1 else 1, dtype=dtype, casting=casting)
+
+
+@implements(np.vstack)
+def vstack(tup, *, dtype=None, casting="same_kind"):
+    arrs = [atleast_2d(_as_strong_operand(a)) for a in tup]
+    return concatenate(arrs, 0, dtype=dtype, casting=casting)
+
+
+def _take_slice(a, axis: int, start, stop):
+    from .indexing import getitem
+
+    return getitem(a, (slice(None),) * axis + (slice(start, stop),))
+
+
+@implements(np.array_split)
+def array_split(ary, indices_or_sections, axis=0):
+    t = aval(ary)
+    axis = normalize_axis(int(axis), t.ndim)
+    n = t.shape[axis]
+    if isinstance(indices_or_sections, (int, np.integer)):
+        sections = int(indices_or_sections)
+        if sections <= 0:
+            raise ShapeError("number sections must be larger than 0.")
+        each, extra = divmod(n, sections)
+        sizes = [0] + extra * [each + 1] + (sections - extra) * [each]
+        points = list(np.cumsum(sizes))
+    else:
+        points = [0] + [int(i) for i in indices_or_sections] + [n]
+    return [_take_slice(ary, axis, points[i], points[i + 1]) for i in range(len(points) - 1)]
+
+
+@implements(np.split)
+def split(ary, indices_or_sections, axis=0):
+    if isinstance(indices_or_sections, (int, np.integer)):
+        n = aval(ary).shape[normalize_axis(int(axis), aval(ary).ndim)]
+        if int(indices_or_sections) <= 0 or n % int(indices_or_sections):
+            raise ShapeError("array split does not result in an equal division")
+    return array_split(ary, indices_or_sections, axis)
+
+
+@implements(np.flip)
+def flip(m, axis=None):
+    t = aval(m)
+    axes = set(normalize_axes(axis, t.ndim))
+    from .indexing import getitem
+
+    return getitem(m, tuple(slice(None, None, -1) if i in axes else slice(None)
+                            for i in range(t.ndim)))
+
+
+@implements(np.fliplr)
+def fliplr(m):
+    if aval(m).ndim < 2:
+        raise ShapeError("Input must be >= 2-d.")
+    return flip(m, 1)
+
+
+@implements(np.flipud)
+def flipud(m):
+    if aval(m).ndim < 1:
+        raise ShapeError("Input must be >= 1-d.")
+    return flip(m, 0)
+
+
+@implements(np.roll)
+def roll(a, shift, axis=None):
+    t = aval(a)
+    if axis is None:
+        return reshape(roll(ravel(a), shift, 0), t.shape)
+    shifts: dict[int, int] = {}
+    for s, ax in np.broadcast(shift, axis):
+        ax = normalize_axis(int(ax), t.ndim)
+        shifts[ax] = shifts.get(ax, 0) + int(s)
+    for ax, s in shifts.items():
+        n = t.shape[ax]
+        if n == 0 or s % n == 0:
+            continue
+        k = n - s % n
+        a = concatenate([_take_slice(a, ax, k, None), _take_slice(a, ax, 0, k)], ax)
+    return a
+
+
+@implements(np.pad)
+def pad(array, pad_width, mode="constant", **kwargs):
+    if mode != "constant":
+        raise _unsupported("pad", f"(mode={mode!r}); only mode='constant' is supported")
+    value = kwargs.pop("constant_values", 0)
+    if kwargs:
+        raise _unsupported("pad", f"(..., {', '.join(kwargs)}=...)")
+    if isinstance(value, Tracer) or np.ndim(value) != 0:
+        raise _unsupported("pad", " with a non-scalar or traced constant_values")
+    t = aval(array)
+    widths = np.asarray(pad_width)
+    if widths.dtype.kind not in "iu":
+        raise DTypeError("`pad_width` must be of integral type.")
+    if (widths < 0).any():
+        raise ShapeError("index can't contain negative values")
+    widths = tuple(tuple(int(v) for v in row) for row in np.broadcast_to(widths, (t.ndim, 2)))
+    value = value.item() if isinstance(value, np.generic) else value
+    return bind("pad", _as_strong_operand(array), widths=widths, value=value)
+
+
+@implements(np.tile)
+def tile(A, reps):
+    A = _as_strong_operand(A)
+    reps = tuple(int(r) for r in reps) if np.ndim(reps) else (int(reps),)
+    t = aval(A)
+    shape = (1,) * (len(reps) - t.ndim) + t.shape
+    reps = (1,) * (len(shape) - len(reps)) + reps
+    A = reshape(A, shape)
+    spread = tuple(x for s in shape for x in (1, s))
+    wide = tuple(x for r, s in zip(reps, shape, strict=True) for x in (r, s))
+    out = reshape(broadcast_to(reshape(A, spread), wide), tuple(r * s for r, s in
+                                                                  zip(reps, shape, strict=True)))
+    return out
+
+
+@implements(np.repeat)
+def repeat(a, repeats, axis=None):
+    if isinstance(repeats, Tracer):
+        raise ConcretizationError("np.repeat with traced repeats has a data-dependent shape",
+                                  hint="pass repeats as a static value")
+    a = _as_strong_operand(a)
+    if axis is None:
+        a, axis = ravel(a), 0
+    t = aval(a)
+    axis = normalize_axis(int(axis), t.ndim)
+    n = t.shape[axis]
+    if np.ndim(repeats) == 0:
+        r = int(repeats)
+        if r < 0:
+            raise ShapeError("negative dimensions are not allowed")
+        expanded = reshape(a, t.shape[:axis + 1] + (1,) + t.shape[axis + 1:])
+        wide = broadcast_to(expanded, t.shape[:axis + 1] + (r,) + t.shape[axis + 1:])
+        return reshape(wide, t.shape[:axis] + (n * r,) + t.shape[axis + 1:])
+    index = np.repeat(np.arange(n), repeats)  # static: raises NumPy's own errors
+    return bind("gather", a, index, axis=axis)
+
+
+def _tri_mask(shape, k):
+    return np.tri(*shape[-2:], k=k, dtype=bool)
+
+
+@implements(np.tril)
+def tril(m, k=0):
+    m = _as_strong_operand(m)
+    t = aval(m)
+    return bind("where", _tri_mask(t.shape, k), m, np.zeros(1, t.dtype))
+
+
+@implements(np.triu)
+def triu(m, k=0):
+    m = _as_strong_operand(m)
+    t = aval(m)
+    return bind("where", _tri_mask(t.shape, k - 1), np.zeros(1, t.dtype), m)
+
+
+def _like(a, dtype, shape, value):
+    t = aval(a)
+    shape = t.shape if shape is None else ((shape,) if np.ndim(shape) == 0 else tuple(shape))
+    dtype = t.dtype if dtype is None else np.dtype(dtype)
+    if isinstance(value, Tracer) or np.ndim(value) != 0:
+        return broadcast_to(astype(_as_strong_operand(value), dtype), shape)
+    value = value.item() if isinstance(value, np.generic) else value
+    return bind("full", shape=tuple(int(d) for d in shape), dtype=dtype, value=value)
+
+
+@implements(np.zeros_like)
+def zeros_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
+    return _like(a, dtype, shape, 0)
+
+
+@implements(np.empty_like)
+def empty_like(prototype, dtype=None, order="K", subok=True, shape=None, *, device=None):
+    return _like(prototype, dtype, shape, 0)
+
+
+@implements(np.ones_like)
+def ones_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
+    return _like(a, dtype, shape, 1)
+
+
+@implements(np.full_like)
+def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, device=None):
+    return _like(a, dtype, shape, fill_value)
+
+
+@implements(np.copy)
+def copy(a, order="K", subok=False):
+    return a
+
+
+@implements(np.shape)
+def shape(a):
+    return aval(a).shape
+
+
+@implements(np.ndim)
+def ndim(a):
+    return aval(a).ndim
+
+
+@implements(np.size)
+def size(a, axis=None):
+    t = aval(a)
+    return t.size if axis is None else t.shape[normalize_axis(axis, t.ndim)]
+
+
+@implements(np.result_type)
+def result_type(*arrays_and_dtypes):
+    from ..ir.ops import promote
+
+    types = [aval(x) if not isinstance(x, (np.dtype, type, str)) else
+             TensorType((), np.dtype(x)) for x in arrays_and_dtypes]
+    return promote(*types)
+
+
+# ---------------------------------------------------------------- elementwise helpers
+
+
+@implements(np.where)
+def where(condition, x=_NO, y=_NO, /):
+    if x is _NO and y is _NO:
+        raise UnsupportedOperation(
+            "np.where(condition) with one argument returns indices whose number depends on "
+            "the data, which a traced function cannot have",
+            hint="use the three-argument form np.where(condition, x, y)",
+        )
+    if x is _NO or y is _NO:
+        raise ShapeError("either both or neither of x and y should be given")
+    if aval(condition).dtype != np.bool_:
+        condition = astype(condition, np.bool_)
+    return bind("where", condition, x, y)
+
+
+@implements(np.clip)
+def clip(a, a_min=_NO, a_max=_NO, out=None, *, min=_NO, max=_NO):
+    _reject_out("clip", out)
+    lo = a_min if min is _NO else min
+    hi = a_max if max is _NO else max
+    r = a
+    if lo is not _NO and lo is not None:
+        r = bind("maximum", r, lo)
+    if hi is not _NO and hi is not None:
+        r = bind("minimum", r, hi)
+    return _strong(r)
+
+
+@implements(np.around, np.round)
+def around(a, decimals=0, out=None):
+    _reject_out("round", out)
+    t = aval(a)
+    decimals = int(decimals)
+    if t.dtype.kind in "iu":
+        if decimals >= 0:
+            return a
+        f = 10 ** -decimals
+        r = bind("multiply", bind("rint", bind("true_divide", a, f)), f)
+        return astype(r, t.dtype)
+    if decimals == 0:
+        return _strong(bind("rint", a))
+    first, second = ("multiply", "true_divide") if decimals > 0 else ("true_divide", "multiply")
+    f = 10.0 ** abs(decimals)
+    return _strong(bind(second, bind("rint", bind(first, a, f)), f))
+
+
+# ---------------------------------------------------------------- indexing
+
+
+@implements(np.take)
+def take(a, indices, axis=None, out=None, mode="raise"):
+    from .indexing import gather
+
+    _reject_out("take", out)
+    a = _as_strong_operand(a)
+    if axis is None:
+        a, axis = ravel(a), 0
+    t = aval(a)
+    axis = normalize_axis(int(axis), t.ndim)
+    n = t.shape[axis]
+    if mode in ("wrap", "clip"):
+        if n == 0:
+            raise ShapeError("cannot do a non-empty take from an empty axes.")
+        indices = bind("remainder", indices, n) if mode == "wrap" else \
+            bind("minimum", bind("maximum", indices, 0), n - 1)
+    elif mode != "raise":
+        raise ShapeError(f"clipmode must be one of 'clip', 'raise', or 'wrap' (got {mode!r})")
+    return gather(a, [indices], axis)
+
+
+@implements(np.take_along_axis)
+def take_along_axis(arr, indices, axis=-1):
+    from .indexing import gather
+
+    ti = aval(indices)
+    if ti.dtype.kind not in "iu":
+        raise DTypeError("`indices` must be an integer array")
+    if axis is None:
+        if ti.ndim != 1:
+            raise ShapeError("when axis=None, `indices` must have a single dimension.")
+        arr, axis = ravel(arr), 0
+    t = aval(arr)
+    if ti.ndim != t.ndim:
+        raise ShapeError("`indices` and `arr` must have the same number of dimensions")
+    axis = normalize_axis(int(axis), t.ndim)
+    index = []
+    for d in range(t.ndim):
+        if d == axis:
+            index.append(indices)
+        else:
+            shape = [1] * t.ndim
+            shape[d] = t.shape[d]
+            index.append(np.arange(t.shape[d]).reshape(shape))
+    return gather(arr, index, 0)
+
