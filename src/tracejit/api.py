@@ -63,7 +63,7 @@ class _Entry:
         self.lowered = lowered
 
 
-def _leaf_key(leaf, where: str):
+def _leaf_key(leaf):
     """(shape, dtype, weak) of one argument leaf; None for a Tracer (call inside a trace)."""
     t = type(leaf)
     if t is np.ndarray:
@@ -74,17 +74,15 @@ def _leaf_key(leaf, where: str):
         return ((), np.dtype(t) if t is bool else leaf.dtype, False)
     if t is Tracer:
         return None
-    raise InvalidArgument(
-        f"argument {where} is a {t.__name__}, which jit cannot trace",
+    raise InvalidArgument(f"unsupported leaf type {t.__name__}")
+
+
+def _bad_leaf(leaf, name: str) -> InvalidArgument:
+    return InvalidArgument(
+        f"argument {name!r} is a {type(leaf).__name__}, which jit cannot trace",
         hint="pass NumPy arrays or scalars (or tuples/lists/dicts of them); mark other "
         "arguments static with static_argnums/static_argnames",
     )
-
-
-def _check_dtype(key, where):
-    if key[1].kind not in "biufc":
-        raise InvalidArgument(f"argument {where} has unsupported dtype {key[1]}",
-                              hint="use bool, integer, float or complex arrays")
 
 
 class JitFunction:
@@ -142,8 +140,12 @@ class JitFunction:
         static_pos, statics, static_kw, dyn_args, dyn_kw = split
         leaves, tree = pytree.flatten((dyn_args, dyn_kw))
         keys = []
-        for i, leaf in enumerate(leaves):
-            k = _leaf_key(leaf, f"#{i}")
+        for leaf in leaves:
+            try:
+                k = _leaf_key(leaf)
+            except InvalidArgument:
+                names = self._input_names(tree, static_pos, len(args))
+                raise _bad_leaf(leaf, names[len(keys)]) from None
             if k is None:
                 return None, split, leaves, tree
             keys.append(k)
@@ -184,9 +186,12 @@ class JitFunction:
 
     def _build(self, key, split, tree, nargs) -> _Entry:
         static_pos, statics, static_kw, _, _ = split
+        names = self._input_names(tree, static_pos, nargs)
         types = []
-        for i, (shape, dtype, weak) in enumerate(key[3]):
-            _check_dtype((shape, dtype), f"#{i}")
+        for name, (shape, dtype, weak) in zip(names, key[3], strict=True):
+            if dtype.kind not in "biufc":
+                raise InvalidArgument(f"argument {name!r} has unsupported dtype {dtype}",
+                                      hint="use bool, integer, float or complex arrays")
             types.append(TensorType(shape, dtype, weak))
 
         def build_args(tracers):
@@ -196,8 +201,8 @@ class JitFunction:
             full = [next(st) if i in static_pos else next(dyn) for i in range(nargs)]
             return full, {**dyn_kw, **dict(static_kw)}
 
-        graph, out_tree = trace_function(self._fn, build_args, types, self._input_names(
-            tree, static_pos, nargs), getattr(self._fn, "__name__", "f"))
+        graph, out_tree = trace_function(self._fn, build_args, types, names,
+                                         getattr(self._fn, "__name__", "f"))
         optimized = run_pipeline(graph)
         run = get_backend(self._backend).compile(optimized)
         return _Entry(run, out_tree, Lowered(graph, optimized, self._backend))

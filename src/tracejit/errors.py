@@ -13,6 +13,8 @@ from .source import SourceLocation, user_location
 class TracejitError(Exception):
     """Base class. ``location`` is the user's source line (or None), ``hint`` the fix."""
 
+    default_hint: str | None = None
+
     def __init__(
         self,
         message: str,
@@ -21,7 +23,7 @@ class TracejitError(Exception):
         location: SourceLocation | None = None,
     ):
         self.message = message
-        self.hint = hint
+        self.hint = hint or self.default_hint
         self.location = location if location is not None else user_location()
         super().__init__(self._render())
 
@@ -42,7 +44,7 @@ class TracingError(TracejitError):
 
 
 class ConcretizationError(TracingError, TypeError):
-    """Python needed a concrete value (``if``, ``bool``, ``float``, ``np.asarray``) of a traced one."""
+    """Python needed the concrete value of a traced one (``if``, ``float``, ``np.asarray``)."""
 
 
 class UnsupportedOperation(TracingError, NotImplementedError):
@@ -52,17 +54,31 @@ class UnsupportedOperation(TracingError, NotImplementedError):
 class ShapeError(TracingError, ValueError):
     """Shapes that NumPy would reject (broadcasting, reshape, core dimensions)."""
 
+    default_hint = (
+        "shapes are static while tracing: print(x.shape) inside the function to see them, "
+        "and fix the operands with reshape, np.expand_dims or x[:, None]"
+    )
+
 
 class AxisError(ShapeError, IndexError):
-    """An axis out of range; like ``numpy.exceptions.AxisError`` it is a ValueError and an IndexError."""
+    """An axis out of range; like NumPy's AxisError it is a ValueError and an IndexError."""
+
+    default_hint = "an array with ndim dimensions has axes 0..ndim-1 (or -ndim..-1)"
 
 
 class DTypeError(TracingError, TypeError):
     """Dtypes that NumPy would reject (no ufunc loop, unsafe in-place cast)."""
 
+    default_hint = "convert operands explicitly with .astype(dtype)"
+
 
 class IndexOutOfBounds(TracejitError, IndexError):
     """An index outside an axis, found while tracing (static) or while running (traced indices)."""
+
+    default_hint = (
+        "valid indices for an axis of size n are -n..n-1; bound them with np.clip(i, 0, n - 1) "
+        "or use np.take(x, i, mode='wrap'/'clip')"
+    )
 
 
 class InvalidArgument(TracejitError, TypeError):

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 _SKIP_DIRS = (os.path.dirname(__file__) + os.sep, os.path.dirname(np.__file__) + os.sep)
+_DEMO = os.path.join(os.path.dirname(__file__), "__main__.py")  # the demo is user code
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +36,8 @@ def user_location() -> SourceLocation | None:
     frame = sys._getframe(1)
     while frame is not None:
         name = frame.f_code.co_filename
-        if not name.startswith(_SKIP_DIRS) and not name.startswith("<__array_function__"):
+        internal = name.startswith(_SKIP_DIRS) and name != _DEMO
+        if not internal and not name.startswith(("<__array_function__", "<frozen")):
             return SourceLocation(name, frame.f_lineno, frame.f_code.co_name)
         frame = frame.f_back
     return None

@@ -250,7 +250,8 @@ def _slice_rule(x: TensorType, *, starts, stops, steps) -> TensorType:
     for d, (a, b, s) in enumerate(zip(starts, stops, steps, strict=True)):
         n = slice_length(a, b, s)
         if s == 0 or (n and not (0 <= a < x.shape[d] and 0 <= a + s * (n - 1) < x.shape[d])):
-            raise ShapeError(f"slice ({a}, {b}, {s}) out of range for dimension of size {x.shape[d]}")
+            raise ShapeError(f"slice ({a}, {b}, {s}) out of range for a dimension of size "
+                             f"{x.shape[d]}")
         shape.append(n)
     return TensorType(tuple(shape), x.dtype)
 

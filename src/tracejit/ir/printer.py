@@ -28,7 +28,7 @@ def _names(graph: Graph) -> dict[Value, str]:
 
 def _call(node: Node, names: dict[Value, str]) -> str:
     args = [names[v] for v in node.inputs]
-    args += [f"{k}={_attr(v)}" for k, v in node.attrs.items()]
+    args += [f"{k}={_attr(v)}" for k, v in node.attrs.items() if v is not None]
     return f"{node.op}({', '.join(args)})"
 
 

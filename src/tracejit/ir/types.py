@@ -7,7 +7,11 @@ from dataclasses import dataclass
 import numpy as np
 
 # Default dtype of a Python scalar of each kind (NumPy 2 on 64-bit Linux).
-WEAK_DEFAULT = {int: np.dtype(np.int64), float: np.dtype(np.float64), complex: np.dtype(np.complex128)}
+WEAK_DEFAULT = {
+    int: np.dtype(np.int64),
+    float: np.dtype(np.float64),
+    complex: np.dtype(np.complex128),
+}
 
 _SHORT = {"b": "bool", "i": "i", "u": "u", "f": "f", "c": "c"}
 

@@ -31,7 +31,8 @@ def verify(graph: Graph) -> Graph:
         try:
             expected = opdef.rule(*(v.type for v in node.inputs), **node.attrs)
         except TracejitError as e:
-            raise IRError(f"{where}: rule rejects its inputs: {e.message}", location=node.loc) from e
+            raise IRError(f"{where}: rule rejects its inputs: {e.message}",
+                          location=node.loc) from e
         if expected != node.out.type:
             raise IRError(
                 f"{where}: output type {node.out.type} but the rule gives {expected}",

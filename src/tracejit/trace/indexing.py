@@ -70,7 +70,10 @@ def getitem(x, key):
     shape = aval(x).shape
     advanced = any(isinstance(k, (np.ndarray, Tracer)) for k in key)
     if not advanced:
-        return _basic(x, shape, key)
+        out = _basic(x, shape, key)
+        if any(_is_int(k) for k in key) and aval(out).ndim == 0 and isinstance(out, Tracer):
+            out._scalar = True  # x[i, j] of an array is a NumPy scalar
+        return out
     # With an array index, integers are advanced indices too (NumPy's rule).
     key = [np.asarray(k, np.int64) if _is_int(k) else k for k in key]
     basic = [k if isinstance(k, slice) else slice(None) for k in key]

@@ -64,6 +64,17 @@ def _strong(x):
     return x
 
 
+def _scalar_result(x):
+    """Mark a 0-d result of a ufunc or reduction: NumPy returns a scalar there."""
+    if isinstance(x, Tracer) and x.ndim == 0:
+        x._scalar = True
+    return x
+
+
+def _is_scalar(x) -> bool:
+    return x._scalar if isinstance(x, Tracer) else isinstance(x, (np.generic, int, float, complex))
+
+
 def _as_strong_operand(x):
     """Python scalars given to non-ufunc functions become strong arrays (np.asarray)."""
     return np.asarray(x) if type(x) in (int, float, complex) else x
@@ -117,13 +128,18 @@ def _elementwise(ufunc, operands):
 
 def operator(ufunc, *operands):
     """A Python operator: like the ufunc, but Python-scalar arithmetic stays weakly typed."""
-    return _elementwise(ufunc, operands)
+    if ufunc is np.matmul and builtins.all(_is_scalar(x) for x in operands):
+        names = " and ".join(f"'{type(np.zeros((), aval(x).dtype)[()]).__name__}'"
+                             for x in operands)
+        raise DTypeError(f"unsupported operand type(s) for @: {names} (NumPy scalars)",
+                         hint="use * to multiply scalars")
+    return _scalar_result(_elementwise(ufunc, operands))
 
 
 def inplace(ufunc, target: Tracer, other):
     """``x op= y`` rebinds x (tracers are immutable) with NumPy's same_kind output cast."""
-    result = _elementwise(ufunc, (target, other))
-    if target.aval.weak:
+    result = operator(ufunc, target, other)
+    if target.aval.weak or target._scalar:  # Python and NumPy scalars simply rebind
         return result
     if result.shape != target.shape:
         raise ShapeError(
@@ -158,7 +174,7 @@ def apply_ufunc(ufunc, method, inputs, kwargs):
             return tuple(_strong(bind(op, *inputs)) for op in ("floor_divide", "remainder"))
         if dtype is not None:
             inputs = [_cast_same_kind(x, np.dtype(dtype), name) for x in inputs]
-        return _strong(_elementwise(ufunc, inputs))
+        return _scalar_result(_strong(_elementwise(ufunc, inputs)))
     if method == "reduce" and ufunc in _REDUCE_FUNCS:
         (a,) = inputs
         axis = kwargs.pop("axis", 0)
@@ -207,10 +223,15 @@ def astype(x, dtype, /, *, copy=True, device=None, casting="unsafe"):
 # ---------------------------------------------------------------- reductions
 
 
+def _legacy_0d_axis(t: TensorType, axis) -> bool:
+    """NumPy's ufunc reductions (and squeeze) accept an int axis 0 or -1 on 0-d arrays."""
+    return t.ndim == 0 and isinstance(axis, (int, np.integer)) and axis in (0, -1)
+
+
 def _reduce(op, a, axis, keepdims, **attrs):
     t = aval(a)
-    axes = normalize_axes(axis, t.ndim)
-    return bind(op, a, axis=axes, keepdims=bool(keepdims), **attrs)
+    axes = () if _legacy_0d_axis(t, axis) else normalize_axes(axis, t.ndim)
+    return _scalar_result(bind(op, a, axis=axes, keepdims=bool(keepdims), **attrs))
 
 
 def _dtype_or_none(dtype):
@@ -256,8 +277,10 @@ def all(a, axis=None, out=None, keepdims=False):
 def _arg_reduce(op, a, axis, out, keepdims):
     _reject_out(op, out)
     t = aval(a)
-    ax = None if axis is None else normalize_axis(int(axis), t.ndim)
-    return bind(op, a, axis=ax, keepdims=bool(keepdims))
+    if _legacy_0d_axis(t, axis):
+        axis = None
+    ax = None if axis is None else normalize_axis(operator_index(axis, op), t.ndim)
+    return _scalar_result(bind(op, a, axis=ax, keepdims=bool(keepdims)))
 
 
 @implements(np.argmax)
@@ -268,6 +291,12 @@ def argmax(a, axis=None, out=None, *, keepdims=False):
 @implements(np.argmin)
 def argmin(a, axis=None, out=None, *, keepdims=False):
     return _arg_reduce("argmin", a, axis, out, keepdims)
+
+
+def operator_index(value, name: str) -> int:
+    if not isinstance(value, (int, np.integer)):
+        raise DTypeError(f"numpy.{name}: axis must be an integer, not {type(value).__name__}")
+    return int(value)
 
 
 def _count(t: TensorType, axis) -> int:
@@ -291,7 +320,7 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False):
             dtype, back_to_f16 = np.float32, True
     total = sum(a, axis, dtype, None, keepdims)
     result = _divide_keep_dtype(total, _count(t, axis))
-    return astype(result, np.float16) if back_to_f16 else result
+    return _scalar_result(astype(result, np.float16) if back_to_f16 else result)
 
 
 @implements(np.var)
@@ -304,13 +333,14 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
     centre = _divide_keep_dtype(sum(a, axis, dtype, None, True), n)
     dev = bind("subtract", a, centre)
     sq = bind("multiply", dev, dev)
-    return _divide_keep_dtype(sum(sq, axis, dtype, None, keepdims), builtins.max(n - ddof, 0))
+    return _scalar_result(_divide_keep_dtype(sum(sq, axis, dtype, None, keepdims),
+                                             builtins.max(n - ddof, 0)))
 
 
 @implements(np.std)
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
     v = var(a, axis, dtype, out, ddof, keepdims)
-    return astype(bind("sqrt", v), v.dtype)
+    return _scalar_result(astype(bind("sqrt", v), v.dtype))
 
 
 # ---------------------------------------------------------------- contractions
@@ -595,6 +625,8 @@ def squeeze(a, axis=None):
     t = aval(a)
     if axis is None:
         axes = {i for i, d in enumerate(t.shape) if d == 1}
+    elif _legacy_0d_axis(t, axis):
+        return a
     else:
         axes = set(normalize_axes(axis, t.ndim))
         if builtins.any(t.shape[i] != 1 for i in axes):
@@ -906,12 +938,12 @@ def clip(a, a_min=_NO, a_max=_NO, out=None, *, min=_NO, max=_NO):
     _reject_out("clip", out)
     lo = a_min if min is _NO else min
     hi = a_max if max is _NO else max
-    r = a
-    if lo is not _NO and lo is not None:
-        r = bind("maximum", r, lo)
-    if hi is not _NO and hi is not None:
-        r = bind("minimum", r, hi)
-    return _strong(r)
+    lo = None if lo is _NO else lo
+    hi = None if hi is _NO else hi
+    if lo is None and hi is None:
+        return _strong(bind("positive", a))  # what NumPy computes (so bool is rejected)
+    r = a if lo is None else bind("maximum", a, lo)
+    return _strong(r if hi is None else bind("minimum", r, hi))
 
 
 @implements(np.around, np.round)

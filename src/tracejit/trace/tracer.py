@@ -20,13 +20,18 @@ _CONTROL_FLOW_HINT = (
 
 
 class Tracer:
-    __slots__ = ("_value", "_trace")
+    """``_scalar`` marks where NumPy would hold a NumPy scalar rather than a 0-d array (the
+    0-d result of a ufunc, reduction or integer index): scalars rebind on ``+=`` without
+    NumPy's same-kind cast and have no ``@``."""
+
+    __slots__ = ("_value", "_trace", "_scalar")
     __array_priority__ = 1000
     __hash__ = None  # like ndarray
 
-    def __init__(self, value: Value, trace):
+    def __init__(self, value: Value, trace, scalar: bool = False):
         self._value = value
         self._trace = trace
+        self._scalar = scalar
 
     # ------------------------------------------------------------ static properties
     @property

@@ -1,0 +1,51 @@
+"""The README's supported-op tables, generated from the registry and the tracer's tables.
+
+``python -m tracejit.optable --write README.md`` refreshes the README between its markers;
+a test fails when the README is stale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from .ir.registry import op_table_markdown
+from .trace.numpy_api import supported_functions, supported_ufuncs
+
+BEGIN, END = "<!-- optable:begin -->", "<!-- optable:end -->"
+
+
+def markdown() -> str:
+    ufuncs = ", ".join(f"`{n}`" for n in supported_ufuncs())
+    funcs = ", ".join(f"`np.{n}`" for n in supported_functions())
+    return "\n".join([
+        "IR ops (one registry entry each: kind, shape/dtype rule, NumPy reference):",
+        "",
+        op_table_markdown(),
+        "",
+        f"NumPy ufuncs (calls, Python operators, `.reduce` and `.outer`): {ufuncs}.",
+        "",
+        f"NumPy functions (also as ndarray methods where NumPy has them): {funcs}.",
+    ])
+
+
+def replace_section(text: str) -> str:
+    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
+    return pattern.sub(lambda _: f"{BEGIN}\n{markdown()}\n{END}", text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--write", metavar="README", help="rewrite the tables in this file")
+    args = parser.parse_args()
+    if args.write:
+        with open(args.write) as f:
+            text = f.read()
+        with open(args.write, "w") as f:
+            f.write(replace_section(text))
+    else:
+        print(markdown())
+
+
+if __name__ == "__main__":
+    main()
