@@ -81,6 +81,16 @@ class IndexOutOfBounds(TracejitError, IndexError):
     )
 
 
+class InvalidValue(TracejitError, ValueError):
+    """A value NumPy rejects while computing, e.g. an integer to a negative integer power."""
+
+
+class ScalarOverflow(TracejitError, OverflowError):
+    """A Python integer that does not fit the dtype it combines with (NumPy 2 raises)."""
+
+    default_hint = "convert the array to a wider dtype with .astype(...) first"
+
+
 class InvalidArgument(TracejitError, TypeError):
     """An argument ``jit`` cannot take: unsupported leaf type, unhashable static value."""
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import IndexOutOfBounds, IRError
+from ..errors import IndexOutOfBounds, InvalidValue, IRError, ScalarOverflow
 from ..ir import Graph
 from ..ir.registry import REGISTRY
 
-NAME = "reference"
+# NumPy's run-time errors and the typed error each becomes (located at the node's line).
+_TYPED = ((IndexError, IndexOutOfBounds), (OverflowError, ScalarOverflow),
+          (ValueError, InvalidValue))
 
 
 def source(graph: Graph) -> str:
@@ -33,8 +35,9 @@ def compile(graph: Graph):
         for k, (impl, args, node) in enumerate(program):
             try:
                 value = impl(*[env[i] for i in args], **node.attrs)
-            except IndexError as e:
-                raise IndexOutOfBounds(str(e), location=node.loc) from None
+            except (IndexError, OverflowError, ValueError) as e:
+                typed = next(t for base, t in _TYPED if isinstance(e, base))
+                raise typed(str(e), location=node.loc) from None
             env[base + k] = _check(value, node)
         return [env[i] for i in outputs]
 

@@ -97,6 +97,12 @@ for _name in UNARY + BINARY:
     register(_name, Kind.ELEMENTWISE, ufunc_rule(_uf), _uf, f"numpy.{_name}", ufunc=_uf)
 
 
+# np.clip(a, lo, hi) with both bounds is this 3-input ufunc: one dtype resolution for all three
+# operands (so it is not maximum-then-minimum), and NumPy's own signed-zero behaviour.
+_CLIP = np._core.umath.clip
+register("clip", Kind.ELEMENTWISE, ufunc_rule(_CLIP), _CLIP, "numpy.clip(a, lo, hi)", ufunc=_CLIP)
+
+
 def _where_rule(cond: TensorType, a: TensorType, b: TensorType) -> TensorType:
     if cond.dtype != np.bool_:
         raise DTypeError(f"where: condition must be bool, got {cond.dtype}")

@@ -22,8 +22,9 @@ def _is_int(k) -> bool:
     return isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))
 
 
-def _expand_key(key, ndim):
+def _expand_key(key, shape):
     """Normalise ``key`` to a tuple with Ellipsis expanded and boolean masks converted."""
+    ndim = len(shape)
     key = key if isinstance(key, tuple) else (key,)
     out = []
     for k in key:
@@ -34,7 +35,7 @@ def _expand_key(key, ndim):
         if isinstance(k, (list, np.ndarray)):
             k = np.asarray(k)
             if k.dtype == np.bool_:
-                out.extend(np.nonzero(k))  # a static mask: static indices
+                out.append(_Mask(k))
                 continue
             if k.dtype.kind not in "iu" and k.size:
                 raise IndexOutOfBounds("arrays used as indices must be of integer (or boolean) "
@@ -48,20 +49,45 @@ def _expand_key(key, ndim):
         out.append(k)
     if sum(k is Ellipsis for k in out) > 1:
         raise IndexOutOfBounds("an index can only have a single ellipsis ('...')")
-    consumed = sum(k is not None and k is not Ellipsis for k in out)
+    consumed = sum(k.mask.ndim if isinstance(k, _Mask) else 1 for k in out
+                   if k is not None and k is not Ellipsis)
     if consumed > ndim:
         raise IndexOutOfBounds(f"too many indices for array: array is {ndim}-dimensional, "
                                f"but {consumed} were indexed")
     fill = [slice(None)] * (ndim - consumed)
     ell = [i for i, k in enumerate(out) if k is Ellipsis]
-    if ell:
-        return out[: ell[0]] + fill + out[ell[0] + 1:]
-    return out + fill
+    out = out[: ell[0]] + fill + out[ell[0] + 1:] if ell else out + fill
+    return _masks_to_indices(out, shape)
+
+
+class _Mask:
+    """A constant boolean mask: its shape is static, so it becomes static integer indices."""
+
+    def __init__(self, mask: np.ndarray):
+        self.mask = mask
+
+
+def _masks_to_indices(key, shape):
+    out, dim = [], 0
+    for k in key:
+        if isinstance(k, _Mask):
+            span = shape[dim:dim + k.mask.ndim]
+            for j, (want, got) in enumerate(zip(span, k.mask.shape, strict=True)):
+                if want != got:
+                    raise IndexOutOfBounds(
+                        f"boolean index did not match indexed array along axis {dim + j}; size "
+                        f"of axis is {want} but size of corresponding boolean axis is {got}")
+            out.extend(np.nonzero(k.mask))
+            dim += k.mask.ndim
+        else:
+            out.append(k)
+            dim += k is not None
+    return out
 
 
 def getitem(x, key):
     t = aval(x)
-    key = _expand_key(key, t.ndim)
+    key = _expand_key(key, t.shape)
     # None inserts a size-1 axis: do it first, then index that axis with a full slice.
     new_axes = [i for i, k in enumerate(key) if k is None]
     if new_axes:

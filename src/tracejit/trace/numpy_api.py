@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import (
     ConcretizationError,
     DTypeError,
+    ScalarOverflow,
     ShapeError,
     UnsupportedOperation,
 )
@@ -47,7 +48,8 @@ def supported_functions() -> list[str]:
 
 
 def supported_ufuncs() -> list[str]:
-    return sorted({u.__name__ for u in _UFUNC_OPS} | {"matmul", "divmod"})
+    return sorted({u.__name__ for u in _UFUNC_OPS if hasattr(np, u.__name__)} |
+                  {"matmul", "divmod"})
 
 
 # ---------------------------------------------------------------- helpers
@@ -77,7 +79,7 @@ def _is_scalar(x) -> bool:
 
 def _as_strong_operand(x):
     """Python scalars given to non-ufunc functions become strong arrays (np.asarray)."""
-    return np.asarray(x) if type(x) in (int, float, complex) else x
+    return np.asarray(x) if type(x) in (int, float, complex) else _strong(x)
 
 
 def _reject_out(name: str, out) -> None:
@@ -117,13 +119,34 @@ def apply_function(func, args, kwargs):
 # ---------------------------------------------------------------- ufuncs and operators
 
 
+_COMPARISONS = {np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal}
+
+
 def _elementwise(ufunc, operands):
     if ufunc is np.matmul:
         return matmul(*operands)
     op = _UFUNC_OPS.get(ufunc)
     if op is None:
         raise _unsupported(ufunc.__name__)
-    return bind(op, *operands)
+    result = bind(op, *operands)
+    if ufunc not in _COMPARISONS:
+        _check_int_literals(ufunc, operands)
+    return result
+
+
+def _check_int_literals(ufunc, operands) -> None:
+    """NumPy 2 raises OverflowError for a Python int that does not fit the loop's integer
+    dtype (``int8_array + 1000``); literals are known now, so raise now (even if unused)."""
+    literals = [x for x in operands if type(x) is int]
+    if not literals:
+        return
+    loop = ufunc.resolve_dtypes(tuple(aval(x).promotion_operand() for x in operands) +
+                                (None,) * ufunc.nout)
+    for x, dtype in zip(operands, loop, strict=False):
+        if type(x) is int and dtype.kind in "iu":
+            info = np.iinfo(dtype)
+            if not info.min <= x <= info.max:
+                raise ScalarOverflow(f"Python integer {x} out of bounds for {dtype}")
 
 
 def operator(ufunc, *operands):
@@ -784,20 +807,33 @@ def roll(a, shift, axis=None):
 def pad(array, pad_width, mode="constant", **kwargs):
     if mode != "constant":
         raise _unsupported("pad", f"(mode={mode!r}); only mode='constant' is supported")
-    value = kwargs.pop("constant_values", 0)
+    values = kwargs.pop("constant_values", 0)
     if kwargs:
         raise _unsupported("pad", f"(..., {', '.join(kwargs)}=...)")
-    if isinstance(value, Tracer) or np.ndim(value) != 0:
-        raise _unsupported("pad", " with a non-scalar or traced constant_values")
+    if isinstance(values, Tracer):
+        raise _unsupported("pad", " with traced constant_values")
     t = aval(array)
     widths = np.asarray(pad_width)
     if widths.dtype.kind not in "iu":
         raise DTypeError("`pad_width` must be of integral type.")
     if (widths < 0).any():
         raise ShapeError("index can't contain negative values")
-    widths = tuple(tuple(int(v) for v in row) for row in np.broadcast_to(widths, (t.ndim, 2)))
-    value = value.item() if isinstance(value, np.generic) else value
-    return bind("pad", _as_strong_operand(array), widths=widths, value=value)
+    widths = np.broadcast_to(widths, (t.ndim, 2))
+    array = _as_strong_operand(array)
+    if np.ndim(values) == 0:
+        value = values.item() if isinstance(values, np.generic) else values
+        return bind("pad", array, widths=tuple(tuple(int(v) for v in row) for row in widths),
+                    value=value)
+    # Per-axis (before, after) values: pad one axis side at a time, in axis order, so the
+    # corners take the last axis's value as in NumPy.
+    values = np.broadcast_to(np.asarray(values), (t.ndim, 2))
+    for ax in range(t.ndim):
+        for side in (0, 1):
+            w = [(0, 0)] * t.ndim
+            w[ax] = (int(widths[ax, 0]), 0) if side == 0 else (0, int(widths[ax, 1]))
+            if w[ax] != (0, 0):
+                array = bind("pad", array, widths=tuple(w), value=values[ax, side].item())
+    return array
 
 
 @implements(np.tile)
@@ -942,8 +978,11 @@ def clip(a, a_min=_NO, a_max=_NO, out=None, *, min=_NO, max=_NO):
     hi = None if hi is _NO else hi
     if lo is None and hi is None:
         return _strong(bind("positive", a))  # what NumPy computes (so bool is rejected)
-    r = a if lo is None else bind("maximum", a, lo)
-    return _strong(r if hi is None else bind("minimum", r, hi))
+    if lo is None:
+        return _strong(bind("minimum", a, hi))
+    if hi is None:
+        return _strong(bind("maximum", a, lo))
+    return _strong(bind("clip", a, lo, hi))
 
 
 @implements(np.around, np.round)

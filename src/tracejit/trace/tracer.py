@@ -110,7 +110,8 @@ class Tracer:
         raise ConcretizationError(
             f"np.asarray/np.array of a traced array {self.aval} needs its concrete value",
             hint="keep using NumPy functions on the value; build arrays from traced values "
-            "with np.stack/np.concatenate; or make the argument static (static_argnums)",
+            "with np.stack/np.concatenate; index a NumPy constant with a traced index as "
+            "np.take(const, i, axis=0); or make the argument static (static_argnums)",
         )
 
     def item(self, *args):
@@ -147,7 +148,9 @@ class Tracer:
         return api.reshape(self, shape[0] if len(shape) == 1 else shape, order=order)
 
     def transpose(self, *axes):
-        return api.transpose(self, axes[0] if len(axes) == 1 else (axes or None))
+        if len(axes) == 1 and not isinstance(axes[0], int):
+            axes = axes[0]
+        return api.transpose(self, axes or None)
 
     def swapaxes(self, axis1, axis2):
         return api.swapaxes(self, axis1, axis2)
