@@ -6,13 +6,29 @@ import threading
 
 import numpy as np
 
-from ..errors import DTypeError, TracingError
+from ..errors import DTypeError, ScalarOverflow, TracingError
 from ..ir import Graph, Node, TensorType, Value
 from ..ir.registry import REGISTRY
 from ..ir.types import type_of_constant
 from ..source import user_location
 
 _state = threading.local()
+_COMPARISONS = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}
+
+
+def _check_int_literals(ufunc, operands, inputs) -> None:
+    """NumPy 2 raises OverflowError for a Python int that does not fit the loop's integer
+    dtype (``int8_array + 1000``, but not in comparisons). Literals are known while tracing,
+    so raise now, even if the result is unused."""
+    if not any(type(x) is int for x in operands):
+        return
+    loop = ufunc.resolve_dtypes(tuple(v.type.promotion_operand() for v in inputs) +
+                                (None,) * ufunc.nout)
+    for x, dtype in zip(operands, loop, strict=False):
+        if type(x) is int and dtype.kind in "iu" and not (
+            np.iinfo(dtype).min <= x <= np.iinfo(dtype).max
+        ):
+            raise ScalarOverflow(f"Python integer {x} out of bounds for {dtype}")
 
 
 class Trace:
@@ -66,7 +82,10 @@ class Trace:
         from .tracer import Tracer
 
         inputs = tuple(self.lift(x) for x in operands)
-        out_type = REGISTRY[op].rule(*(v.type for v in inputs), **attrs)
+        opdef = REGISTRY[op]
+        out_type = opdef.rule(*(v.type for v in inputs), **attrs)
+        if opdef.ufunc is not None and op not in _COMPARISONS:
+            _check_int_literals(opdef.ufunc, operands, inputs)
         return Tracer(self._emit(op, inputs, attrs, out_type), self)
 
     def _emit(self, op, inputs, attrs, out_type) -> Value:

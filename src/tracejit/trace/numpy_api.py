@@ -17,7 +17,6 @@ import numpy as np
 from ..errors import (
     ConcretizationError,
     DTypeError,
-    ScalarOverflow,
     ShapeError,
     UnsupportedOperation,
 )
@@ -119,34 +118,13 @@ def apply_function(func, args, kwargs):
 # ---------------------------------------------------------------- ufuncs and operators
 
 
-_COMPARISONS = {np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal}
-
-
 def _elementwise(ufunc, operands):
     if ufunc is np.matmul:
         return matmul(*operands)
     op = _UFUNC_OPS.get(ufunc)
     if op is None:
         raise _unsupported(ufunc.__name__)
-    result = bind(op, *operands)
-    if ufunc not in _COMPARISONS:
-        _check_int_literals(ufunc, operands)
-    return result
-
-
-def _check_int_literals(ufunc, operands) -> None:
-    """NumPy 2 raises OverflowError for a Python int that does not fit the loop's integer
-    dtype (``int8_array + 1000``); literals are known now, so raise now (even if unused)."""
-    literals = [x for x in operands if type(x) is int]
-    if not literals:
-        return
-    loop = ufunc.resolve_dtypes(tuple(aval(x).promotion_operand() for x in operands) +
-                                (None,) * ufunc.nout)
-    for x, dtype in zip(operands, loop, strict=False):
-        if type(x) is int and dtype.kind in "iu":
-            info = np.iinfo(dtype)
-            if not info.min <= x <= info.max:
-                raise ScalarOverflow(f"Python integer {x} out of bounds for {dtype}")
+    return bind(op, *operands)
 
 
 def operator(ufunc, *operands):
@@ -164,11 +142,6 @@ def inplace(ufunc, target: Tracer, other):
     result = operator(ufunc, target, other)
     if target.aval.weak or target._scalar:  # Python and NumPy scalars simply rebind
         return result
-    if result.shape != target.shape:
-        raise ShapeError(
-            f"non-broadcastable output operand with shape {target.shape} doesn't match the "
-            f"broadcast shape {result.shape}"
-        )
     if result.dtype != target.dtype:
         if not np.can_cast(result.dtype, target.dtype, "same_kind"):
             raise DTypeError(
@@ -177,6 +150,11 @@ def inplace(ufunc, target: Tracer, other):
                 hint="convert explicitly: x = (x op y).astype(x.dtype)",
             )
         result = bind("convert", result, dtype=target.dtype)
+    if result.shape != target.shape:
+        raise ShapeError(
+            f"non-broadcastable output operand with shape {target.shape} doesn't match the "
+            f"broadcast shape {result.shape}"
+        )
     return result
 
 
@@ -976,6 +954,12 @@ def clip(a, a_min=_NO, a_max=_NO, out=None, *, min=_NO, max=_NO):
     hi = a_max if max is _NO else max
     lo = None if lo is _NO else lo
     hi = None if hi is _NO else hi
+    dtype = aval(a).dtype
+    if dtype.kind in "iu":  # as NumPy: Python-int bounds beyond the dtype's range are no bound
+        if type(lo) is int and lo <= np.iinfo(dtype).min:
+            lo = None
+        if type(hi) is int and hi >= np.iinfo(dtype).max:
+            hi = None
     if lo is None and hi is None:
         return _strong(bind("positive", a))  # what NumPy computes (so bool is rejected)
     if lo is None:
