@@ -532,3 +532,37 @@ def test_lower_unrolls_static_loops_and_branches(backend):
     one_of_each = f.lower(x, 1, with_cos=True)
     assert (count(one_of_each, "sin"), count(one_of_each, "cos")) == (1, 1)
     np.testing.assert_allclose(f(x, 1, with_cos=True), np.cos(np.sin(x)), rtol=1e-15)
+
+
+def test_jit_called_inside_a_trace_is_inlined(backend):
+    inner = tj.jit(lambda x: np.exp(x) + 1, backend=backend)
+    outer = tj.jit(lambda x: inner(x) * 2, backend=backend)
+    x = np.linspace(-1, 1, 5)
+    np.testing.assert_allclose(outer(x), (np.exp(x) + 1) * 2)
+    assert inner.cache_info().misses == 0  # traced through, never compiled on its own
+    assert [n.op for n in outer.lower(x).graph.nodes].count("exp") == 1
+
+
+def test_reduction_results_act_as_numpy_scalars(backend):
+    def f(x):
+        total = x.sum()  # NumPy gives an int64 scalar here, so += 0.5 simply rebinds
+        total += 0.5
+        return total
+
+    x = np.arange(4, dtype=np.int32)
+    got = tj.jit(f, backend=backend)(x)
+    assert got == f(x) and got.dtype == f(x).dtype == np.float64
+
+
+def test_attribute_lookup_on_tracers():
+    seen = {}
+
+    def f(x):
+        seen["hasattr_foo"] = hasattr(x, "foo")
+        seen["hasattr_shape"] = hasattr(x, "shape")
+        with pytest.raises(tj.errors.UnsupportedOperation, match="cumsum"):
+            x.cumsum()
+        return x
+
+    tj.jit(f)(np.ones(2))
+    assert seen == {"hasattr_foo": False, "hasattr_shape": True}

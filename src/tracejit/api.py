@@ -149,22 +149,23 @@ class JitFunction:
             if k is None:
                 return None, split, leaves, tree
             keys.append(k)
-        key = (len(args), bound, tree, tuple(keys), statics, static_kw)
+        return (len(args), bound, tree, tuple(keys), statics, static_kw), split, leaves, tree
+
+    def _lookup(self, key) -> _Entry | None:
         try:
-            hash(key)
+            return self._cache.get(key)
         except TypeError:
             raise InvalidArgument(
                 f"a static argument of {self.__name__} is not hashable",
                 hint="static arguments are part of the cache key: pass tuples instead of "
                 "lists/arrays, or make the argument dynamic",
             ) from None
-        return key, split, leaves, tree
 
     def _call(self, args, kwargs, bound):
         key, split, leaves, tree = self._signature(args, kwargs, bound)
         if key is None:  # called on Tracers from an enclosing trace: inline the function
             return self._fn(*args, **kwargs)
-        entry = self._cache.get(key)
+        entry = self._lookup(key)
         if entry is None:
             entry = self._compile(key, split, tree, args)
         else:
@@ -224,7 +225,7 @@ class JitFunction:
         key, split, _, tree = self._signature(args, kwargs, False)
         if key is None:
             raise InvalidArgument("lower() needs concrete arrays, not traced values")
-        cached = self._cache.get(key)
+        cached = self._lookup(key)
         return cached.lowered if cached else self._build(key, split, tree, len(args)).lowered
 
     def cache_info(self) -> CacheInfo:

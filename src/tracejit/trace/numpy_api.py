@@ -454,16 +454,12 @@ def einsum(*operands, out=None, optimize=False, dtype=None, order="K", casting="
                                  f"({sizes[lab]} vs {d})")
             sizes[lab] = builtins.max(sizes.get(lab, 1), d)
     acc, acc_labels = arrays[0], ins[0]
-    for i in range(1, len(arrays) + 1):
-        later = set(out_labels).union(*ins[i + 1:]) if i < len(arrays) else set(out_labels)
-        if i < len(arrays):
-            later |= set(ins[i])
-        acc, acc_labels = _einsum_sum_out(acc, acc_labels, later)
-        if i == len(arrays):
-            break
-        nxt, nxt_labels = _einsum_sum_out(arrays[i], ins[i], later | set(acc_labels))
-        acc, acc_labels = _einsum_pair(acc, acc_labels, nxt, nxt_labels, sizes,
-                                       set(out_labels).union(*ins[i + 1:]))
+    for i in range(1, len(arrays)):
+        rest = set(out_labels).union(*ins[i + 1:])  # labels still needed after this step
+        acc, acc_labels = _einsum_sum_out(acc, acc_labels, rest | set(ins[i]))
+        nxt, nxt_labels = _einsum_sum_out(arrays[i], ins[i], rest | set(acc_labels))
+        acc, acc_labels = _einsum_pair(acc, acc_labels, nxt, nxt_labels, sizes, rest)
+    acc, acc_labels = _einsum_sum_out(acc, acc_labels, set(out_labels))
     perm = [acc_labels.index(lab) for lab in out_labels]
     return transpose(acc, perm)
 

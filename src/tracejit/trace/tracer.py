@@ -216,8 +216,8 @@ class Tracer:
         return api.all(self, axis, out, keepdims, **kw)
 
     def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
+        if name.startswith("__") or not hasattr(np.ndarray, name):
+            raise AttributeError(f"traced arrays have no attribute {name!r}")
         raise UnsupportedOperation(f"ndarray.{name} is not supported on traced arrays")
 
 
