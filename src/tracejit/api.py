@@ -136,6 +136,11 @@ class JitFunction:
         return static_pos, statics, static_kw, dyn_args, dyn_kw
 
     def _signature(self, args, kwargs, bound):
+        if not (kwargs or bound or self._static_nums) and all(type(a) is np.ndarray for a in args):
+            # Fast path for the common call: positional arrays, nothing static.
+            keys = tuple([(a.shape, a.dtype, False) for a in args])
+            tree = _plain_tree(len(args))
+            return (len(args), False, tree, keys, (), ()), _NO_STATICS, list(args), tree
         split = self._split(args, kwargs, bound)
         static_pos, statics, static_kw, dyn_args, dyn_kw = split
         leaves, tree = pytree.flatten((dyn_args, dyn_kw))
@@ -238,6 +243,15 @@ class JitFunction:
 
     def __repr__(self) -> str:
         return f"<tracejit.jit {getattr(self._fn, '__qualname__', self._fn)!r}>"
+
+
+_NO_STATICS = (frozenset(), (), (), None, None)
+
+
+@functools.lru_cache(maxsize=64)
+def _plain_tree(n: int):
+    """The tree definition of ``(args, {})`` for n array arguments (what flatten gives)."""
+    return pytree.flatten(((0,) * n, {}))[1]
 
 
 def _finish(out):
