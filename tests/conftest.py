@@ -1,11 +1,18 @@
-"""Shared fixtures: every semantic test runs once per available backend."""
+"""Shared fixtures: every semantic test runs once per backend under test.
+
+The reference backend always; set TRACEJIT_TEST_BACKENDS=reference,cpu to run the whole
+suite on the CPU backend too (its compiles make that run minutes long).
+"""
+
+import os
 
 import numpy as np
 import pytest
 
 import tracejit
 
-BACKENDS = tracejit.available_backends()
+_WANTED = (os.environ.get("TRACEJIT_TEST_BACKENDS") or "reference").split(",")
+BACKENDS = [b for b in tracejit.available_backends() if b in _WANTED]
 
 
 @pytest.fixture(params=BACKENDS)

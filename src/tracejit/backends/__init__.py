@@ -13,10 +13,14 @@ def get_backend(name: str) -> ModuleType:
         from . import reference
 
         return reference
+    if name == "cpu":
+        from . import cpu
+
+        return cpu
     raise InvalidArgument(
         f"unknown backend {name!r}", hint=f"choose one of {available_backends()}", location=None
     )
 
 
 def available_backends() -> list[str]:
-    return ["reference"]
+    return ["reference", "cpu"]

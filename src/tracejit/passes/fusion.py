@@ -1,0 +1,99 @@
+"""Fusion: partition a graph's nodes into kernels, the units a backend compiles.
+
+A *loop* kernel iterates over one shape. It holds elementwise nodes whose output has that
+shape (so nothing is recomputed per element), and reductions whose *input* has that shape
+(``sum(x * x)`` is one pass). It may have several outputs: siblings that read the same
+inputs share one loop (Theano could only fuse single-output graphs). Every other node is a
+*library* step of its own (contractions, structural ops, gathers), which a backend runs
+with a library call. Steps are listed in an order that respects every dependency.
+
+The pass is backend-neutral; ``fusible(node)`` lets a backend keep ops it has no code for
+out of loop kernels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..ir import Graph, Kind, Node, Value
+from ..ir.registry import REGISTRY
+
+LOOP_REDUCTIONS = {"sum", "prod", "max", "min", "any", "all"}
+
+
+@dataclass
+class Kernel:
+    kind: str  # "loop" or "library"
+    nodes: list[Node]
+    shape: tuple[int, ...] = ()  # iteration shape of a loop kernel
+    inputs: list[Value] = field(default_factory=list)  # values read from outside
+    outputs: list[Value] = field(default_factory=list)  # values needed outside
+
+    @property
+    def reductions(self) -> list[Node]:
+        return [n for n in self.nodes if n.op in LOOP_REDUCTIONS]
+
+
+def _loop_shape(node: Node) -> tuple[int, ...] | None:
+    """The iteration shape a node needs in a loop kernel, or None if it cannot join one."""
+    kind = REGISTRY[node.op].kind
+    if kind is Kind.ELEMENTWISE:
+        return node.out.type.shape
+    if node.op in LOOP_REDUCTIONS:
+        return node.inputs[0].type.shape
+    return None
+
+
+def fuse(graph: Graph, fusible: Callable[[Node], bool] = lambda n: True) -> list[Kernel]:
+    kernels: list[Kernel] = []
+    home: dict[Value, int] = {}  # value -> index of the kernel that computes it
+    reduced: set[Value] = set()  # reduction results: complete only after their loop ends
+    for node in graph.nodes:
+        if node.op == "constant":
+            continue  # constants are values the backend holds, not work
+        shape = _loop_shape(node) if fusible(node) else None
+        target = None
+        if shape is not None:
+            for k in range(len(kernels) - 1, -1, -1):
+                kern = kernels[k]
+                if kern.kind == "loop" and kern.shape == shape and _can_join(node, k, home,
+                                                                             reduced):
+                    target = k
+                    break
+                if any(home.get(v) == k for v in node.inputs):
+                    break  # an input comes from here: no earlier kernel can take the node
+        if target is None:
+            kernels.append(Kernel("loop" if shape is not None else "library", [], shape or ()))
+            target = len(kernels) - 1
+        kernels[target].nodes.append(node)
+        home[node.out] = target
+        if node.op in LOOP_REDUCTIONS:
+            reduced.add(node.out)
+    _wire(graph, kernels, home)
+    return kernels
+
+
+def _can_join(node: Node, k: int, home: dict[Value, int], reduced: set[Value]) -> bool:
+    """Inputs must be ready before kernel k runs, or computed (not reduced) inside it."""
+    for v in node.inputs:
+        src = home.get(v)
+        if src is None or src < k:
+            continue
+        if src == k and v not in reduced:
+            continue
+        return False
+    return True
+
+
+def _wire(graph: Graph, kernels: list[Kernel], home: dict[Value, int]) -> None:
+    needed_outside = set(graph.outputs)
+    for i, kern in enumerate(kernels):
+        for node in kern.nodes:
+            for v in node.inputs:
+                if home.get(v) != i:
+                    needed_outside.add(v)
+                    if v not in kern.inputs:
+                        kern.inputs.append(v)
+    for kern in kernels:
+        kern.outputs = [n.out for n in kern.nodes if n.out in needed_outside]
