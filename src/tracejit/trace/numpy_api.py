@@ -992,7 +992,7 @@ def take(a, indices, axis=None, out=None, mode="raise"):
 
     _reject_out("take", out)
     a = _as_strong_operand(a)
-    if axis is None:
+    if axis is None or _legacy_0d_axis(aval(a), axis):  # NumPy takes from a 0-d as 1-element
         a, axis = ravel(a), 0
     t = aval(a)
     axis = normalize_axis(int(axis), t.ndim)
