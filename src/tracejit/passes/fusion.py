@@ -3,9 +3,12 @@
 A *loop* kernel iterates over one shape. It holds elementwise nodes whose output has that
 shape (so nothing is recomputed per element), and reductions whose *input* has that shape
 (``sum(x * x)`` is one pass). It may have several outputs: siblings that read the same
-inputs share one loop (Theano could only fuse single-output graphs). Every other node is a
-*library* step of its own (contractions, structural ops, gathers), which a backend runs
-with a library call. Steps are listed in an order that respects every dependency.
+inputs share one loop (Theano could only fuse single-output graphs). When all reductions
+of a kernel reduce the same trailing axes (``rows``), later nodes may use their results:
+the kernel then runs in phases per row (row softmax: max, then sum of exp, then the
+output), reading each row from cache instead of memory. Every other node is a *library*
+step of its own (contractions, structural ops, gathers), which a backend runs with a
+library call. Steps are listed in an order that respects every dependency.
 
 The pass is backend-neutral; ``fusible(node)`` lets a backend keep ops it has no code for
 out of loop kernels.
@@ -29,10 +32,20 @@ class Kernel:
     shape: tuple[int, ...] = ()  # iteration shape of a loop kernel
     inputs: list[Value] = field(default_factory=list)  # values read from outside
     outputs: list[Value] = field(default_factory=list)  # values needed outside
+    rows: tuple[int, ...] | None = None  # reduced trailing axes, once a node uses a result
 
     @property
     def reductions(self) -> list[Node]:
         return [n for n in self.nodes if n.op in LOOP_REDUCTIONS]
+
+    def row_axes(self) -> tuple[int, ...] | None:
+        """The trailing axes all reductions share, if they share one non-empty suffix."""
+        axes = {n.attrs["axis"] for n in self.reductions}
+        if len(axes) != 1:
+            return None
+        (a,) = axes
+        n = len(self.shape)
+        return a if a and a == tuple(range(n - len(a), n)) else None
 
 
 def _loop_shape(node: Node) -> tuple[int, ...] | None:
@@ -57,7 +70,7 @@ def fuse(graph: Graph, fusible: Callable[[Node], bool] = lambda n: True) -> list
         if shape is not None:
             for k in range(len(kernels) - 1, -1, -1):
                 kern = kernels[k]
-                if kern.kind == "loop" and kern.shape == shape and _can_join(node, k, home,
+                if kern.kind == "loop" and kern.shape == shape and _can_join(node, kern, k, home,
                                                                              reduced):
                     target = k
                     break
@@ -66,7 +79,10 @@ def fuse(graph: Graph, fusible: Callable[[Node], bool] = lambda n: True) -> list
         if target is None:
             kernels.append(Kernel("loop" if shape is not None else "library", [], shape or ()))
             target = len(kernels) - 1
-        kernels[target].nodes.append(node)
+        kern = kernels[target]
+        kern.nodes.append(node)
+        if any(home.get(v) == target and v in reduced for v in node.inputs):
+            kern.rows = kern.row_axes()
         home[node.out] = target
         if node.op in LOOP_REDUCTIONS:
             reduced.add(node.out)
@@ -74,13 +90,17 @@ def fuse(graph: Graph, fusible: Callable[[Node], bool] = lambda n: True) -> list
     return kernels
 
 
-def _can_join(node: Node, k: int, home: dict[Value, int], reduced: set[Value]) -> bool:
-    """Inputs must be ready before kernel k runs, or computed (not reduced) inside it."""
+def _can_join(node: Node, kern: Kernel, k: int, home: dict[Value, int],
+              reduced: set[Value]) -> bool:
+    """Inputs must be ready before kernel k runs, or computed inside it; a reduced value
+    only in a row kernel (all its reductions over the same trailing axes)."""
+    if node.op in LOOP_REDUCTIONS and kern.rows is not None:
+        return node.attrs["axis"] == kern.rows
     for v in node.inputs:
         src = home.get(v)
-        if src is None or src < k:
+        if src is None or src < k or (src == k and v not in reduced):
             continue
-        if src == k and v not in reduced:
+        if src == k and kern.row_axes() is not None:
             continue
         return False
     return True

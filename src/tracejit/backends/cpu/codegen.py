@@ -11,12 +11,13 @@ so a user can read what runs; ``run`` is the single entry point.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from ...ir import Graph, Node, Value
 from ...ir.registry import REGISTRY
-from ...passes.fusion import Kernel, fuse
+from ...passes.fusion import LOOP_REDUCTIONS, Kernel, fuse
 from . import ops
 
 _IDENTITY = {"sum": 0, "prod": 1, "any": False, "all": True}
@@ -72,7 +73,8 @@ class _Module:
 
     def __init__(self, graph: Graph):
         self.graph = graph
-        self.lines: list[str] = []
+        self.lines: list[str] = [f"# tracejit CPU backend: {graph.name}",
+                                 "import numpy as np", "from numba import njit, prange", ""]
         self.namespace: dict = {"np": np}
         self.consts: dict[Value, object] = {
             n.out: n.attrs["value"] for n in graph.nodes if n.op == "constant"}
@@ -89,16 +91,32 @@ class _Module:
         return self.names[v]
 
 
-def generate(graph: Graph) -> tuple[str, dict]:
+@dataclass(frozen=True)
+class StepInfo:
+    """What the profiler reports for one step of the runner."""
+
+    name: str  # kernel3 / lib4
+    ops: str  # the ops it computes
+    location: object  # SourceLocation of its first node
+    nbytes: int  # bytes read from its inputs plus bytes written to its outputs
+
+
+def generate(graph: Graph, profile: bool = False) -> tuple[str, dict]:
+    """Module source and its namespace. With ``profile`` the runner times every step and
+    calls ``record(step, seconds)``; ``namespace["steps"]`` describes the steps."""
     mod = _Module(graph)
     kernels = fuse(graph, fusible)
     body: list[str] = []
     for k, kern in enumerate(kernels):
         where = kern.nodes[0].loc.short if kern.nodes[0].loc else "?"
+        start = len(body)
         if kern.kind == "loop":
             _emit_loop(mod, k, kern, body, where)
         else:
             _emit_library(mod, k, kern.nodes[0], body, where)
+        if profile:
+            body.insert(start, "t_start = clock()")
+            body.append(f"record({k}, clock() - t_start)")
     args = ", ".join(mod.names[v] for v in graph.inputs)
     outs = ", ".join(mod.name(v) for v in graph.outputs)
     mod.lines += [f"def run({args}):", "    step = -1", "    try:"]
@@ -109,7 +127,16 @@ def generate(graph: Graph) -> tuple[str, dict]:
         f"    return [{outs}]",
     ]
     mod.namespace["locations"] = [k.nodes[0].loc for k in kernels]
+    mod.namespace["steps"] = [
+        StepInfo(f"{'kernel' if k.kind == 'loop' else 'lib'}{i}", ", ".join(n.op for n in k.nodes),
+                 k.nodes[0].loc, sum(_nbytes(v) for v in k.inputs + k.outputs))
+        for i, k in enumerate(kernels)
+    ]
     return "\n".join(mod.lines) + "\n", mod.namespace
+
+
+def _nbytes(v: Value) -> int:
+    return v.type.size * v.type.dtype.itemsize
 
 
 def _emit_library(mod: _Module, k: int, node: Node, body: list[str], where: str) -> None:
@@ -120,102 +147,175 @@ def _emit_library(mod: _Module, k: int, node: Node, body: list[str], where: str)
     body.append(f"step = {k}; {mod.name(node.out)} = {fn}({args})  # {node.op}, {where}")
 
 
+PARALLEL_MIN_SIZE = 1 << 17  # below this, a thread launch costs more than it saves
+
+
+def _identity(node: Node):
+    dtype = node.out.type.dtype
+    if node.op in _IDENTITY:
+        return _IDENTITY[node.op]
+    big = node.op == "min"
+    if dtype.kind == "f":
+        return np.inf if big else -np.inf
+    if dtype.kind in "iu":
+        return np.iinfo(dtype).max if big else np.iinfo(dtype).min
+    return big
+
+
+def _update(node: Node, acc: str, v: str) -> str:
+    return {"sum": f"{acc} + {v}", "prod": f"{acc} * {v}", "max": ops._MAX.format(acc, v),
+            "min": ops._MIN.format(acc, v), "any": f"{acc} | ({v} != 0)",
+            "all": f"{acc} & ({v} != 0)"}[node.op]
+
+
 def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) -> None:
+    """Emit one loop kernel.
+
+    Three shapes of loop nest: *map* (no reductions: every dimension is an outer loop);
+    *rows* (all reductions over the same trailing axes: outer loops over the leading
+    dimensions, then one inner loop nest per phase, accumulators in registers); *scatter*
+    (other reductions: one loop nest accumulating into keepdims-shaped arrays)."""
     shape = kern.shape or (1,)  # a 0-d kernel runs as one element
     nd = len(shape)
+    reds = kern.reductions
+    row_axes = kern.rows or (kern.row_axes() if reds else ())
+    scatter = bool(reds) and not row_axes
+    split = nd if not reds else (0 if scatter else nd - len(row_axes))
     idx = ", ".join(f"i{d}" for d in range(nd))
-    params, call = [], []
-    local: dict[Value, str] = {}
-    typed: set[Value] = set()  # locals already of their IR dtype (no cast needed)
+    params: list[str] = []
+    call: list[str] = []
+    pre: list[str] = []
+    post: list[str] = []
+    ref: dict[Value, str] = {}  # how the kernel reads a value
+    typed: set[Value] = set()  # values already of their IR dtype (no cast needed)
     for j, v in enumerate(kern.inputs):
         if v in mod.consts and v.type.ndim == 0:
-            local[v] = _literal(mod.consts[v])
+            ref[v] = _literal(mod.consts[v])
         elif v.type.ndim == 0:
             params.append(f"s{j}")
             call.append(f"scalar({mod.name(v)})")
-            local[v] = f"s{j}"
+            ref[v] = f"s{j}"
         else:
             params.append(f"x{j}")
             arg = mod.name(v)
-            call.append(arg if v.type.shape == shape else f"bcast({arg}, {shape})")
-            local[v] = f"x{j}[{idx}]"
+            call.append(arg if v.type.shape == kern.shape else f"bcast({arg}, {shape})")
+            ref[v] = f"x{j}[{idx}]"
             typed.add(v)
-    loop: list[str] = []
-    pre: list[str] = []
+    phase = _phases(kern)
     for n, node in enumerate(kern.nodes):
-        out = f"v{n}"
-        if node.op in _IDENTITY or node.op in ("max", "min"):
-            src = node.inputs[0]
-            same = src in typed and src.type.dtype == node.out.type.dtype
-            loop += _reduction(node, local[src], same, shape, params, call, pre, mod)
-            continue
-        dts = loop_dtypes(node)
-        operands = [local[v] if v in typed and v.type.dtype == dt else
-                    f"{_typename(dt)}({local[v]})" for v, dt in zip(node.inputs, dts, strict=False)]
-        if node.op == "convert":
-            src = local[node.inputs[0]]
-            expr = operands[0] if node.out.type.dtype.kind != "b" else f"({src} != 0)"
-        else:
-            expr = ops.template(node.op, dts[:-1]).format(*operands)
-        loop.append(f"{out} = {_typename(node.out.type.dtype)}({expr})  # {node.op}")
-        local[node.out] = out
+        ref[node.out] = f"v{n}"
         typed.add(node.out)
         if node.out in kern.outputs:
+            name, T = mod.name(node.out), _typename(node.out.type.dtype)
             params.append(f"o{n}")
-            dtype = _typename(node.out.type.dtype)
-            pre.append(f"{mod.name(node.out)} = np.empty({shape}, {dtype})")
-            call.append(mod.name(node.out))
-            loop.append(f"o{n}[{idx}] = {out}")
-    fn = f"kernel{k}"
-    ops_used = ", ".join(n.op for n in kern.nodes)
-    mod.lines.append(f"# kernel {k}: loop over {list(kern.shape)} ({ops_used}), {where}")
-    mod.lines.append("@njit(error_model='numpy', cache=False)")
-    mod.lines.append(f"def {fn}({', '.join(params)}):")
+            call.append(name)
+            if node.op in LOOP_REDUCTIONS:
+                axes = node.attrs["axis"]
+                kshape = tuple(1 if d in axes else s for d, s in enumerate(shape))
+                fill = f"np.full({kshape}, {_literal(_identity(node))}, {T})"
+                pre.append(f"{name} = {fill}" if scatter else f"{name} = np.empty({kshape}, {T})")
+                if kshape != node.out.type.shape:
+                    post.append(f"{name} = {name}.reshape({node.out.type.shape})")
+            else:
+                pre.append(f"{name} = np.empty({shape}, {T})")
+                if shape != node.out.type.shape:
+                    post.append(f"{name} = {name}.reshape({node.out.type.shape})")
+
+    def expr(node: Node) -> str:
+        dts = loop_dtypes(node)
+        args = [ref[v] if v in typed and v.type.dtype == dt else f"{_typename(dt)}({ref[v]})"
+                for v, dt in zip(node.inputs, dts, strict=False)]
+        if node.op == "convert" and node.out.type.dtype.kind == "b":
+            return f"({ref[node.inputs[0]]} != 0)"
+        if node.op == "convert":
+            return args[0]
+        return ops.template(node.op, dts[:-1]).format(*args)
+
+    def compute(sinks: list[Node], done: set[Value]) -> list[str]:
+        """Statements computing ``sinks`` from the kernel's values (recomputing cheap
+        elementwise nodes a later phase needs again)."""
+        lines: list[str] = []
+        for node in kern.nodes:
+            if node.out in done or not _needed(node, sinks, kern):
+                continue
+            done.add(node.out)
+            T = _typename(node.out.type.dtype)
+            if node.op in LOOP_REDUCTIONS:
+                src = node.inputs[0]
+                v = ref[src] if src in typed and src.type.dtype == node.out.type.dtype else \
+                    f"{T}({ref[src]})"
+                acc = f"o{kern.nodes.index(node)}[{_red_index(node, nd)}]" if scatter else \
+                    ref[node.out]
+                lines.append(f"{acc} = {T}({_update(node, acc, v)})  # {node.op}")
+                continue
+            lines.append(f"{ref[node.out]} = {T}({expr(node)})  # {node.op}")
+            if node.out in kern.outputs:
+                lines.append(f"o{kern.nodes.index(node)}[{idx}] = {ref[node.out]}")
+        return lines
+
+    parallel = not scatter and split > 0 and math.prod(shape) >= PARALLEL_MIN_SIZE
+    src = [f"# kernel {k}: loop over {list(kern.shape)} ({', '.join(n.op for n in kern.nodes)})"
+           f", {where}",
+           f"@njit(error_model='numpy', parallel={parallel}, cache=False)",
+           f"def kernel{k}({', '.join(params)}):"]
     indent = "    "
-    for d in range(nd):
-        mod.lines.append(f"{indent}for i{d} in range({shape[d]}):")
+    for d in range(split):
+        rng = "prange" if d == 0 and parallel else "range"
+        src.append(f"{indent}for i{d} in {rng}({shape[d]}):")
         indent += "    "
-    mod.lines += [f"{indent}{line}" for line in loop]
-    mod.lines.append("")
-    body.extend(f"step = {k}; {p}" for p in pre)
-    body.append(f"step = {k}; {fn}({', '.join(call)})")
-    for node in kern.nodes:
-        if node.out in kern.outputs and node.out.type.shape != _alloc_shape(node, shape):
-            name = mod.name(node.out)
-            body.append(f"{name} = {name}.reshape({node.out.type.shape})")
+    n_phases = max(phase.values(), default=0) + 1
+    done: set[Value] = set()
+    for p in range(n_phases):
+        sinks = [n for n in kern.nodes if phase[n.out] == p and
+                 (n.op in LOOP_REDUCTIONS or n.out in kern.outputs)]
+        if not scatter:
+            for n in sinks:
+                if n.op in LOOP_REDUCTIONS:
+                    T = _typename(n.out.type.dtype)
+                    src.append(f"{indent}{ref[n.out]} = {T}({_literal(_identity(n))})")
+        inner = indent
+        for d in range(split, nd):
+            src.append(f"{inner}for i{d} in range({shape[d]}):")
+            inner += "    "
+        done_inner = {v for v in done if v in ref and _is_reduction(v, kern)}
+        src += [f"{inner}{line}" for line in compute(sinks, done_inner)]
+        done |= {n.out for n in sinks if n.op in LOOP_REDUCTIONS}
+        if not scatter:
+            for n in sinks:
+                if n.op in LOOP_REDUCTIONS and n.out in kern.outputs:
+                    src.append(f"{indent}o{kern.nodes.index(n)}[{_red_index(n, nd)}] = "
+                               f"{ref[n.out]}")
+    mod.lines += src + [""]
+    body.extend(f"step = {k}; {line}" for line in pre)
+    body.append(f"step = {k}; kernel{k}({', '.join(call)})")
+    body.extend(post)
 
 
-def _alloc_shape(node: Node, shape) -> tuple[int, ...]:
-    if node.op in _IDENTITY or node.op in ("max", "min"):
-        axes = node.attrs["axis"]
-        return tuple(1 if d in axes else s for d, s in enumerate(shape))
-    return shape
+def _is_reduction(v: Value, kern: Kernel) -> bool:
+    return any(n.out is v and n.op in LOOP_REDUCTIONS for n in kern.nodes)
 
 
-def _reduction(node: Node, value: str, typed_value: bool, shape, params, call, pre,
-               mod) -> list[str]:
-    """Accumulate ``value`` into a keepdims-shaped output pre-filled with the identity."""
-    dtype = node.out.type.dtype
-    T = _typename(dtype)
+def _red_index(node: Node, nd: int) -> str:
     axes = node.attrs["axis"] if node.inputs[0].type.ndim else ()
-    ridx = ", ".join("0" if d in axes else f"i{d}" for d in range(len(shape)))
-    name = mod.name(node.out)
-    r = f"r{len(params)}"
-    params.append(r)
-    call.append(name)
-    kshape = tuple(1 if d in axes else s for d, s in enumerate(shape))
-    if node.op in ("max", "min"):
-        ident = (-np.inf if node.op == "max" else np.inf) if dtype.kind == "f" else (
-            (np.iinfo(dtype).min if node.op == "max" else np.iinfo(dtype).max)
-            if dtype.kind in "iu" else node.op == "min")
-    else:
-        ident = _IDENTITY[node.op]
-    pre.append(f"{name} = np.full({kshape}, {_literal(ident)}, {T})")
-    acc = f"{r}[{ridx}]"
-    v = value if typed_value else f"{T}({value})"
-    update = {
-        "sum": f"{acc} + {v}", "prod": f"{acc} * {v}",
-        "max": ops._MAX.format(acc, v), "min": ops._MIN.format(acc, v),
-        "any": f"{acc} | ({value} != 0)", "all": f"{acc} & ({value} != 0)",
-    }[node.op]
-    return [f"{acc} = {T}({update})  # {node.op}"]
+    return ", ".join("0" if d in axes else f"i{d}" for d in range(nd))
+
+
+def _phases(kern: Kernel) -> dict[Value, int]:
+    """Phase of each node: one more than any reduction of this kernel it depends on."""
+    phase: dict[Value, int] = {}
+    for node in kern.nodes:
+        p = 0
+        for v in node.inputs:
+            if v in phase:
+                p = max(p, phase[v] + (1 if _is_reduction(v, kern) else 0))
+        phase[node.out] = p
+    return phase
+
+
+def _needed(node: Node, sinks: list[Node], kern: Kernel) -> bool:
+    """Whether ``node`` is one of ``sinks`` or an elementwise node they depend on."""
+    want = {n.out for n in sinks}
+    for n in reversed(kern.nodes):
+        if n.out in want and not (n not in sinks and n.op in LOOP_REDUCTIONS):
+            want.update(n.inputs)
+    return node.out in want and (node in sinks or node.op not in LOOP_REDUCTIONS)
