@@ -75,6 +75,7 @@ class _Module:
         self.graph = graph
         self.lines: list[str] = [f"# tracejit CPU backend: {graph.name}",
                                  "import numpy as np", "from numba import njit, prange", ""]
+        self.math: set[str] = set()  # functions of backends/cpu/math.py the kernels call
         self.namespace: dict = {"np": np}
         self.consts: dict[Value, object] = {
             n.out: n.attrs["value"] for n in graph.nodes if n.op == "constant"}
@@ -126,6 +127,8 @@ def generate(graph: Graph, profile: bool = False) -> tuple[str, dict]:
         "        raise located(e, step) from None",
         f"    return [{outs}]",
     ]
+    if mod.math:
+        mod.lines.insert(3, f"from tracejit.backends.cpu.math import {', '.join(sorted(mod.math))}")
     mod.namespace["locations"] = [k.nodes[0].loc for k in kernels]
     mod.namespace["steps"] = [
         StepInfo(f"{'kernel' if k.kind == 'loop' else 'lib'}{i}", ", ".join(n.op for n in k.nodes),
@@ -229,6 +232,8 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
             return f"({ref[node.inputs[0]]} != 0)"
         if node.op == "convert":
             return args[0]
+        if node.op in ops.VECTOR_MATH and dts[0].kind == "f":
+            mod.math.add(ops.math_function(node.op, dts[0]))
         return ops.template(node.op, dts[:-1]).format(*args)
 
     def compute(sinks: list[Node], done: set[Value]) -> list[str]:

@@ -45,9 +45,18 @@ _FLOAT = {
     "arctan2": "np.arctan2({0}, {1})", "hypot": "np.hypot({0}, {1})",
     "logaddexp": "np.logaddexp({0}, {1})",
 }
-for _name in ("exp exp2 expm1 log log2 log10 log1p sqrt cbrt sin cos tan arcsin arccos arctan "
-              "sinh cosh tanh arcsinh arccosh arctanh floor ceil trunc rint").split():
+for _name in ("sqrt cbrt sin cos tan arcsin arccos arctan sinh cosh arcsinh arccosh arctanh "
+              "floor ceil trunc rint").split():
     _FLOAT[_name] = f"np.{_name}({{0}})"
+
+# Ops computed by the vectorisable functions of backends/cpu/math.py (``exp_f32`` ...):
+# Numba's own np.exp & co. call scalar libm and stop the loop from vectorising. Trig stays
+# on libm: the fast versions are exact only for |x| < ~1.6e6.
+VECTOR_MATH = {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh", "power"}
+
+
+def math_function(op: str, dtype: np.dtype) -> str:
+    return f"{'pow' if op == 'power' else op}_{'f32' if dtype == np.float32 else 'f64'}"
 
 
 def template(op: str, loop_dtypes: tuple[np.dtype, ...]) -> str | None:
@@ -64,5 +73,8 @@ def template(op: str, loop_dtypes: tuple[np.dtype, ...]) -> str | None:
     if kinds <= set("iu"):
         return _INT.get(op)
     if kinds <= set("f"):
+        if op in VECTOR_MATH:
+            args = ", ".join(f"{{{i}}}" for i in range(len(loop_dtypes)))
+            return f"{math_function(op, loop_dtypes[0])}({args})"
         return _FLOAT.get(op)
     return None

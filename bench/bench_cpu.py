@@ -1,0 +1,222 @@
+"""CPU benchmarks: tracejit against NumPy, numexpr, hand-written Numba and JAX, same process.
+
+    python bench/bench_cpu.py            # print the tables
+    python bench/bench_cpu.py --write    # also replace the CPU section of bench/RESULTS.md
+
+Each timing is the median of several repeats after a warm-up call; peers that are not
+installed are reported as such. Ratios are tracejit time / peer time (< 1: tracejit faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+
+import tracejit as tj
+
+RESULTS = os.path.join(os.path.dirname(__file__), "RESULTS.md")
+BEGIN, END = "<!-- bench-cpu:begin -->", "<!-- bench-cpu:end -->"
+
+
+def timeit(fn, *args, number: int = 10, repeat: int = 7) -> float:
+    """Median seconds per call."""
+    fn(*args)
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn(*args)
+        times.append((time.perf_counter() - t0) / number)
+    return statistics.median(times)
+
+
+def optional(name):
+    try:
+        return __import__(name)
+    except ImportError:
+        return None
+
+
+ne = optional("numexpr")
+jax = optional("jax")
+if jax is not None:
+    jax.config.update("jax_enable_x64", True)
+    jnp = jax.numpy
+
+
+def block(x):
+    return x.block_until_ready() if hasattr(x, "block_until_ready") else x
+
+
+def jax_fn(f):
+    jf = jax.jit(f)
+    return lambda *a: block(jf(*a))
+
+
+def numba_loop(expr_fn):
+    import numba
+
+    return numba.njit(parallel=True, fastmath=False)(expr_fn)
+
+
+def row(name, t, base):
+    return f"| {name} | {t * 1e3:.3f} ms | {base / t:.2f}x |" if t else f"| {name} | n/a | |"
+
+
+def table(title, results, unit_note=""):
+    base = results["tracejit"]
+    lines = [f"### {title}", "", unit_note, "",
+             "| implementation | time per call | tracejit speed-up |", "|---|---|---|"]
+    for name, t in results.items():
+        lines.append(row(name, t, base) if t is not None else f"| {name} | not installed | |")
+    return "\n".join(lines)
+
+
+def bench_exp():
+    x = np.random.default_rng(0).random(230_400, dtype=np.float32)
+    res = {"tracejit": timeit(tj.jit(np.exp, backend="cpu"), x, number=200),
+           "NumPy": timeit(np.exp, x, number=200)}
+    res["numexpr"] = timeit(lambda a: ne.evaluate("exp(a)"), x, number=200) if ne else None
+
+    def loop(a):
+        out = np.empty_like(a)
+        for i in range(a.size):
+            out[i] = np.exp(a[i])
+        return out
+
+    res["Numba loop (np.exp)"] = timeit(numba_loop(loop), x, number=200)
+    res["JAX jit"] = timeit(jax_fn(jnp.exp), x, number=200) if jax else None
+    return table("1. exp of 230,400 float32 (Theano GPU tutorial check), per call", res)
+
+
+def chain(x, y):
+    return np.tanh(x * y + 0.5) * np.exp(-x * x) + np.sqrt(np.abs(y))
+
+
+def bench_chain(dtype):
+    rng = np.random.default_rng(1)
+    x, y = (rng.standard_normal(4_000_000).astype(dtype) for _ in range(2))
+    res = {"tracejit": timeit(tj.jit(chain, backend="cpu"), x, y),
+           "NumPy": timeit(chain, x, y)}
+    expr = "tanh(x * y + 0.5) * exp(-x * x) + sqrt(abs(y))"
+    res["numexpr"] = timeit(lambda a, b: ne.evaluate(expr, local_dict={"x": a, "y": b}), x,
+                            y) if ne else None
+
+    def loop(a, b):
+        out = np.empty_like(a)
+        for i in range(a.size):
+            out[i] = np.tanh(a[i] * b[i] + 0.5) * np.exp(-a[i] * a[i]) + np.sqrt(abs(b[i]))
+        return out
+
+    res["Numba loop (np.* calls)"] = timeit(numba_loop(loop), x, y)
+    res["JAX jit"] = timeit(jax_fn(chain_jax), x, y) if jax else None
+    copy = timeit(np.copyto, np.empty_like(x), x)
+    moved = 3 * x.nbytes  # read x and y, write the result
+    note = (f"tracejit moves {moved / res['tracejit'] / 1e9:.1f} GB/s; a single-threaded "
+            f"np.copyto of one array moves {2 * x.nbytes / copy / 1e9:.1f} GB/s here.")
+    return table(f"2. tanh(x*y+.5)*exp(-x*x)+sqrt(abs(y)), 4M {np.dtype(dtype).name}", res,
+                 note)
+
+
+def chain_jax(x, y):
+    return jnp.tanh(x * y + 0.5) * jnp.exp(-x * x) + jnp.sqrt(jnp.abs(y))
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def logsumexp(x):
+    m = x.max(axis=1, keepdims=True)
+    return m[:, 0] + np.log(np.exp(x - m).sum(axis=1))
+
+
+def bench_rows():
+    x = np.random.default_rng(2).standard_normal((10_000, 1000)).astype(np.float32)
+    out = []
+    for fn, jfn in ((softmax, lambda x: jax.nn.softmax(x, axis=1)),
+                    (logsumexp, lambda x: jax.nn.logsumexp(x, axis=1))):
+        res = {"tracejit": timeit(tj.jit(fn, backend="cpu"), x),
+               "NumPy": timeit(fn, x),
+               "JAX jit": timeit(jax_fn(jfn), x) if jax else None}
+        out.append(table(f"3. row {fn.__name__} of (10000, 1000) float32", res))
+    return "\n\n".join(out)
+
+
+def bench_overhead():
+    x = np.ones(8, np.float32)
+    f = tj.jit(lambda x: x * 2 + 1, backend="cpu")
+    res = {"tracejit": timeit(f, x, number=20000),
+           "NumPy eager": timeit(lambda x: x * 2 + 1, x, number=20000),
+           "JAX jit": timeit(jax_fn(lambda x: x * 2 + 1), x, number=20000) if jax else None}
+    lines = ["### 4. per-call overhead, cached call of x*2+1 on 8 float32", "",
+             "| implementation | time per call |", "|---|---|"]
+    lines += [f"| {k} | {v * 1e6:.2f} us |" if v else f"| {k} | not installed |"
+              for k, v in res.items()]
+    return "\n".join(lines)
+
+
+_COMPILE = textwrap.dedent("""
+    import time, numpy as np
+    t0 = time.perf_counter(); import tracejit as tj; t_import = time.perf_counter() - t0
+    def chain(x, y):
+        return np.tanh(x * y + 0.5) * np.exp(-x * x) + np.sqrt(np.abs(y))
+    x = np.ones(4_000_000, np.float32)
+    t0 = time.perf_counter(); tj.jit(chain, backend="cpu")(x, x); t = time.perf_counter() - t0
+    print(t_import, t)
+""")
+
+
+def bench_compile():
+    import tempfile
+
+    env = dict(os.environ)
+    with tempfile.TemporaryDirectory() as cache:
+        env["TRACEJIT_CACHE_DIR"] = cache
+        runs = [subprocess.run([sys.executable, "-c", _COMPILE], env=env, capture_output=True,
+                               text=True, check=True).stdout.split() for _ in range(2)]
+    (imp, cold), (_, warm) = ([float(v) for v in r] for r in runs)
+    return "\n".join([
+        "### 5. compile latency of workload 2 (float32) in a fresh process", "",
+        "| | seconds |", "|---|---|",
+        f"| `import tracejit` | {imp:.3f} |",
+        f"| first call, cold (trace + compile + run) | {cold:.3f} |",
+        f"| first call, warm disk cache (new process) | {warm:.3f} |",
+    ])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--write", action="store_true", help="update bench/RESULTS.md")
+    args = parser.parse_args()
+    head = (f"Measured {datetime.date.today()} on {platform.machine()}, {os.cpu_count()} cores, "
+            f"Python {platform.python_version()}, NumPy {np.__version__}, tracejit "
+            f"{tj.__version__}" + (f", JAX {jax.__version__}" if jax else "")
+            + (f", numexpr {ne.__version__}" if ne else "") + ".")
+    parts = [head, bench_exp(), bench_chain(np.float32), bench_chain(np.float64), bench_rows(),
+             bench_overhead(), bench_compile()]
+    text = "\n\n".join(parts)
+    print(text)
+    if args.write:
+        old = open(RESULTS).read() if os.path.exists(RESULTS) else "# Benchmark results\n"
+        section = f"{BEGIN}\n## CPU\n\n{text}\n{END}"
+        if BEGIN in old:
+            old = old[: old.index(BEGIN)] + section + old[old.index(END) + len(END):]
+        else:
+            old = old.rstrip() + "\n\n" + section + "\n"
+        with open(RESULTS, "w") as f:
+            f.write(old)
+
+
+if __name__ == "__main__":
+    main()
