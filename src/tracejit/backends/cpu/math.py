@@ -86,15 +86,28 @@ _madd = _llvm_ternary("llvm.fmuladd")
 # a*b+c with one rounding, always: the error-free products of pow and erf need it.
 _fma = _llvm_ternary("llvm.fma")
 
+@intrinsic
+def _horner(typingctx, x, c):
+    """c[0]*x**(n-1) + ... + c[n-1] by Horner's rule with fmuladd, unrolled when compiled.
+
+    (A Python loop over the tuple is not always unrolled by LLVM, and then not vectorised.)
+    """
+    if not (isinstance(c, types.UniTuple) and c.dtype == x):
+        return None
+
+    def codegen(context, builder, signature, args):
+        xv, cv = args
+        t = xv.type
+        fn = builder.module.declare_intrinsic("llvm.fmuladd", [t], ir.FunctionType(t, [t, t, t]))
+        p = builder.extract_value(cv, 0)
+        for k in range(1, c.count):
+            p = builder.call(fn, [p, xv, builder.extract_value(cv, k)])
+        return p
+
+    return x(x, c), codegen
+
+
 inline = njit(inline="always")
-
-
-@inline
-def _horner(x, c):
-    p = c[0]
-    for k in range(1, len(c)):
-        p = _madd(p, x, c[k])
-    return p
 
 
 @inline
@@ -513,24 +526,14 @@ _ERF_SMALL = (
     0.005223977576377844, -0.02686617064077985, 0.11283791670935311, -0.376126389031834,
     0.12837916709551256,
 )
-# erfc(x) exp(x^2) as a polynomial in x - 1.671875 on [0.84375, 2.5] (A) and in
-# x - 4.25 on [2.5, 6] (B), both fitted to 2**-56 absolute error in erfc.
-_ERFC_A = (
-    4.4780121211126685e-10, -1.8050286006766479e-09, 5.676667818037863e-09,
-    -2.1758090872191177e-08, 8.355131449751099e-08, -3.0659003220107726e-07,
-    1.0962080645459106e-06, -3.823145302009294e-06, 1.2969578425008866e-05,
-    -4.27117216200804e-05, 0.00013625642530688616, -0.00042000625846881336,
-    0.0012472236829160182, -0.003555224024063975, 0.009685561212555, -0.025081107710901242,
-    0.061303599379322934, -0.14011361677869233, 0.29555605243119865,
-)
-_ERFC_B = (
-    2.6130499237916227e-14, -1.5444309680073713e-13, 5.226678259039112e-13,
-    -2.970813100575544e-12, 1.899816327821733e-11, -1.0605883937745649e-10,
-    5.766276738349031e-10, -3.1312664695032626e-09, 1.6781346847794838e-08,
-    -8.855742973911781e-08, 4.6025987362341756e-07, -2.354598449005474e-06,
-    1.1848093783906311e-05, -5.8595501055150296e-05, 0.0002845751568158226,
-    -0.0013559331669571312, 0.006331866273873993, -0.028944331414622843,
-    0.12934527478598792,
+# erfc(x) exp(x^2) as a polynomial in t - 0.4766483516483517, t = 2/(2+x), fitted on
+# x in [0.84375, 6] to 2**-57 absolute error in erfc.
+_ERFC = (
+    -0.05597475391289942, -0.009164526093505352, 0.07272027075775585, -0.03474897504733618,
+    -0.05045967909996386, 0.0717823950546562, 0.011678739649170738, -0.09400532831150309,
+    0.03047694629397938, 0.1218203581787288, -0.07449584388453333, -0.21489440751994404,
+    0.08537146462336637, 0.6250439021990424, 0.9225937209191182, 0.8102569922991515,
+    0.2359637671082427,
 )
 
 
@@ -539,11 +542,7 @@ def erf_f64(x):
     a = abs(x)
     small = x + x * _horner(x * x, _ERF_SMALL)
     # erfc(a) = exp(-a^2) R(a); a^2 = q_hi + q_lo exactly, exp(-q_lo) ~ 1 - q_lo
-    in_a = a < 2.5
-    t = a - (1.671875 if in_a else 4.25)
-    p = _ERFC_A[0] if in_a else _ERFC_B[0]
-    for k in range(1, len(_ERFC_A)):
-        p = _madd(p, t, _ERFC_A[k] if in_a else _ERFC_B[k])
+    p = _horner(_div(2.0, 2.0 + a) - 0.4766483516483517, _ERFC)
     q_hi, q_lo = _two_prod(a, a)
     ac = 40.0 if q_hi > 40.0 else q_hi
     n, r = _exp_reduce(-ac)
