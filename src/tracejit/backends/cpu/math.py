@@ -385,12 +385,12 @@ _COS = (
     -1.1382623236895382e-11, 2.087614614085923e-09, -2.7557317271117796e-07,
     2.4801587298764507e-05, -0.0013888888888887395, 0.041666666666666664,
 )
-_TRIG_MAX = 2.0**20 * 1.5707963267948966
+TRIG_MAX = 2.0**20 * 1.5707963267948966
 
 
 @inline
 def _trig_reduce(x):
-    """x = n*pi/2 + (hi + lo), |hi| <= pi/4, for |x| < _TRIG_MAX."""
+    """x = n*pi/2 + (hi + lo), |hi| <= pi/4, for |x| < TRIG_MAX."""
     t = x * 0.6366197723675814 + 6755399441055744.0
     nf = t - 6755399441055744.0
     n = _cast_bits(t) - np.int64(0x4338000000000000)
@@ -423,7 +423,7 @@ def _sin_cos(x):
 
 @inline
 def _trig_special(x, res):
-    return res if abs(x) < _TRIG_MAX else _NAN
+    return res if abs(x) < TRIG_MAX else _NAN
 
 
 @inline
