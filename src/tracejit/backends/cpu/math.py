@@ -134,6 +134,13 @@ def _fp(ft, values):
     return tuple(ft(v) for v in values)
 
 
+def _split(v, bits):
+    """float32 (hi, lo) with hi = v rounded to `bits` significant bits, lo = v - hi."""
+    e = np.frexp(v)[1]
+    hi = np.ldexp(np.round(np.ldexp(v, bits - e)), e - bits)
+    return np.float32(hi), np.float32(v - hi)
+
+
 # ---------------------------------------------------------------- exp family, log
 
 # expm1(r) = r + r^2/2 + r^3 Q(r), |r| <= ln2/2; Q fitted on [-0.3486, 0.3486].
@@ -185,9 +192,19 @@ def _make(ft):
     log2e = ft(1.4426950408889634)
     if ft is np.float32:
         ln2_hi, ln2_lo = ft(0.693145751953125), ft(1.4286068203094173e-06)
+        # hi parts of 1/ln2, 1/ln10 with 12 bits (times the 12-bit masked log: exact),
+        # of log10(2) with 16 bits (times k <= 150: exact)
+        ivln2 = _split(1.4426950408889634, 12)
+        ivln10 = _split(0.4342944819032518, 12)
+        log10_2 = _split(0.30102999566398120, 16)
+        hi_mask = it(-(1 << 12))
         exp_hi, exp_lo, exp2_hi, exp2_lo, expm1_lo = ft(89), ft(-110), ft(129), ft(-160), ft(-20)
     else:
         ln2_hi, ln2_lo = ft(0.6931471805598903), ft(5.497923018708371e-14)
+        ivln2 = ft(1.4426950407214463), ft(1.6751713164886512e-10)  # 32 + 53 bits
+        ivln10 = ft(0.4342944818781689), ft(2.5082946711645275e-11)  # 32 + 53 bits
+        log10_2 = ft(0.30102999566395283), ft(2.8363394551044964e-14)  # 42 + 53 bits
+        hi_mask = it(-(1 << 32))
         exp_hi, exp_lo, exp2_hi, exp2_lo, expm1_lo = ft(710), ft(-750), ft(1025), ft(-1080), ft(-40)
     em_poly = _fp(ft, _EM[ft])
     lg_poly = _fp(ft, _LG[ft])
@@ -278,6 +295,46 @@ def _make(ft):
         return log_special(x, res)
 
     @inline
+    def log_hi_lo(x):
+        """log(x) = k*ln2 + hi + lo, hi with few enough bits that hi*ivln2[0] is exact."""
+        k, f = log_reduce(x)
+        hfsq, tail = log1p_parts(f)
+        hi = _cast_bits(it(_cast_bits(f - hfsq) & hi_mask))
+        return ft(k), hi, (f - hi) - hfsq + tail
+
+    @inline
+    def log2(x):
+        kf, hi, lo = log_hi_lo(x)
+        val_hi = hi * ivln2[0]
+        val_lo = (lo + hi) * ivln2[1] + lo * ivln2[0]
+        w = kf + val_hi
+        val_lo += (kf - w) + val_hi
+        return log_special(x, val_lo + w)
+
+    @inline
+    def log10(x):
+        kf, hi, lo = log_hi_lo(x)
+        val_hi = hi * ivln10[0]
+        val_lo = (lo + hi) * ivln10[1] + lo * ivln10[0]
+        y = kf * log10_2[0]
+        w = y + val_hi
+        val_lo += kf * log10_2[1] + ((y - w) + val_hi)
+        return log_special(x, val_lo + w)
+
+    @inline
+    def log1p(x):
+        u = one + x
+        k, f = log_reduce(u)
+        # the rounding error of 1 + x, relative to u
+        c = _div((one - (u - x)) if k > 0 else (x - (u - one)), u)
+        kf = ft(k)
+        hfsq, tail = log1p_parts(f)
+        res = kf * ln2_hi - ((hfsq - (tail + (kf * ln2_lo + c))) - f)
+        res = x if (x == zero or x == inf) else res
+        res = -inf if x == -one else res
+        return nan if (x < -one or x != x) else res
+
+    @inline
     def copysign(mag, sgn):
         return _cast_bits(it(_cast_bits(mag) | it(_cast_bits(sgn) & sign_mask)))
 
@@ -295,10 +352,10 @@ def _make(ft):
         return _div(one if x >= zero else t, one + t)
 
     return {
-        "exp": exp, "exp2": exp2, "expm1": expm1, "log": log, "tanh": tanh,
-        "sigmoid": sigmoid, "_log_reduce": log_reduce, "_log1p_parts": log1p_parts,
-        "_log_special": log_special, "_exp_reduce": reduce_ln2, "_expm1_poly": expm1_poly,
-        "_scale": scale, "_copysign": copysign,
+        "exp": exp, "exp2": exp2, "expm1": expm1, "log": log, "log2": log2, "log10": log10,
+        "log1p": log1p, "tanh": tanh, "sigmoid": sigmoid, "_log_reduce": log_reduce,
+        "_exp_reduce": reduce_ln2, "_expm1_poly": expm1_poly, "_scale": scale,
+        "_copysign": copysign,
     }
 
 
@@ -306,72 +363,19 @@ _N32 = _make(np.float32)
 _N64 = _make(np.float64)
 
 exp_f32, exp2_f32, expm1_f32, log_f32 = (_N32[k] for k in ("exp", "exp2", "expm1", "log"))
+log2_f32, log10_f32, log1p_f32 = _N32["log2"], _N32["log10"], _N32["log1p"]
 tanh_f32, sigmoid_f32 = _N32["tanh"], _N32["sigmoid"]
 exp_f64, exp2_f64, expm1_f64, log_f64 = (_N64[k] for k in ("exp", "exp2", "expm1", "log"))
+log2_f64, log10_f64, log1p_f64 = _N64["log2"], _N64["log10"], _N64["log1p"]
 tanh_f64, sigmoid_f64 = _N64["tanh"], _N64["sigmoid"]
 
 _log_reduce = _N64["_log_reduce"]
-_log1p_parts = _N64["_log1p_parts"]
-_log_special = _N64["_log_special"]
 _exp_reduce = _N64["_exp_reduce"]
 _expm1_poly = _N64["_expm1_poly"]
 _scale = _N64["_scale"]
 _copysign = _N64["_copysign"]
 
 _INF, _NAN = np.inf, np.nan
-_HI_MASK = np.int64(-(1 << 32))  # keeps the top 21 bits of a double's significand
-
-
-# ---------------------------------------------------------------- log2, log10, log1p
-
-
-@inline
-def _log_hi_lo(f):
-    """log(1+f) as hi + lo, hi with 21 significant bits so that hi*C_HI is exact."""
-    hfsq, tail = _log1p_parts(f)
-    hi = _cast_bits(_cast_bits(f - hfsq) & _HI_MASK)
-    return hi, (f - hi) - hfsq + tail
-
-
-@inline
-def log2_f64(x):
-    k, f = _log_reduce(x)
-    hi, lo = _log_hi_lo(f)
-    # 1/ln2 split 33 + 53 bits
-    val_hi = hi * 1.442695040954277
-    val_lo = (lo + hi) * -6.531351200500452e-11 + lo * 1.442695040954277
-    kf = float(k)
-    w = kf + val_hi
-    val_lo += (kf - w) + val_hi
-    return _log_special(x, val_lo + w)
-
-
-@inline
-def log10_f64(x):
-    k, f = _log_reduce(x)
-    hi, lo = _log_hi_lo(f)
-    # 1/ln10 split 33 + 53 bits, log10(2) split 42 + 53 bits
-    val_hi = hi * 0.4342944818781689
-    val_lo = (lo + hi) * 2.5082946711645275e-11 + lo * 0.4342944818781689
-    kf = float(k)
-    y = kf * 0.30102999566395283
-    w = y + val_hi
-    val_lo += kf * 2.8363394551044964e-14 + ((y - w) + val_hi)
-    return _log_special(x, val_lo + w)
-
-
-@inline
-def log1p_f64(x):
-    u = 1.0 + x
-    k, f = _log_reduce(u)
-    # the rounding error of 1 + x, relative to u
-    c = _div((1.0 - (u - x)) if k > 0 else (x - (u - 1.0)), u)
-    kf = float(k)
-    hfsq, tail = _log1p_parts(f)
-    res = kf * 0.6931471805598903 - ((hfsq - (tail + (kf * 5.497923018708371e-14 + c))) - f)
-    res = x if (x == 0.0 or x == _INF) else res
-    res = -_INF if x == -1.0 else res
-    return _NAN if (x < -1.0 or x != x) else res
 
 
 # ---------------------------------------------------------------- sin, cos, tan
@@ -565,9 +569,6 @@ def _via_f64(f64):
     return f
 
 
-log2_f32 = _via_f64(log2_f64)
-log10_f32 = _via_f64(log10_f64)
-log1p_f32 = _via_f64(log1p_f64)
 sin_f32 = _via_f64(sin_f64)
 cos_f32 = _via_f64(cos_f64)
 tan_f32 = _via_f64(tan_f64)
