@@ -232,8 +232,8 @@ def _make(ft):
         """x = n*ln2 + r with |r| <= ln2/2 (x already clamped)."""
         t = _madd(x, log2e, shifter)
         nf = t - shifter
-        r = x - nf * ln2_hi
-        return it(_cast_bits(t) - shifter_bits), r - nf * ln2_lo
+        r = _madd(nf, -ln2_hi, x)  # exact, fused or not
+        return it(_cast_bits(t) - shifter_bits), _madd(nf, -ln2_lo, r)
 
     @inline
     def exp(x):
@@ -343,7 +343,7 @@ def _make(ft):
         a = abs(x)
         z = x * x
         small = _madd(x * z, _horner(z, tanh_poly), x)
-        big = one - _div(two, expm1(two * a) + two)
+        big = one - _div(two, exp(two * a) + one)
         return copysign(small if a < tanh_cut else big, x)  # small keeps its sign but -0
 
     @inline
@@ -395,11 +395,11 @@ TRIG_MAX = 2.0**20 * 1.5707963267948966
 @inline
 def _trig_reduce(x):
     """x = n*pi/2 + (hi + lo), |hi| <= pi/4, for |x| < TRIG_MAX."""
-    t = x * 0.6366197723675814 + 6755399441055744.0
+    t = _madd(x, 0.6366197723675814, 6755399441055744.0)
     nf = t - 6755399441055744.0
     n = _cast_bits(t) - np.int64(0x4338000000000000)
     # pi/2 as 31 + 32 + 28 + 53 significant bits: the first three products are exact
-    r = x - nf * 1.5707963267341256
+    r = _madd(nf, -1.5707963267341256, x)
     r1, e1 = _two_sum(r, -(nf * 6.077100506303966e-11))
     r2, e2 = _two_sum(r1, -(nf * 2.0222662487111665e-21))
     hi, lo = _fast_two_sum(r2, (e1 + e2) - nf * 8.4784276603689e-32)
@@ -426,24 +426,28 @@ def _sin_cos(x):
 
 
 @inline
-def _trig_special(x, res):
-    return res if abs(x) < TRIG_MAX else _NAN
+def _sin_q(q, s, c):
+    """sin(x) from sin and cos of the reduced argument in quadrant q."""
+    res = s if (q & 1) == 0 else c
+    return -res if q >= 2 else res
+
+
+@inline
+def _cos_q(q, s, c):
+    res = c if (q & 1) == 0 else s
+    return -res if (q == 1 or q == 2) else res
 
 
 @inline
 def sin_f64(x):
     q, s, c = _sin_cos(x)
-    res = s if (q & 1) == 0 else c
-    res = -res if q >= 2 else res
-    return x if x == 0.0 else _trig_special(x, res)
+    return x if x == 0.0 else (_sin_q(q, s, c) if abs(x) < TRIG_MAX else _NAN)
 
 
 @inline
 def cos_f64(x):
     q, s, c = _sin_cos(x)
-    res = c if (q & 1) == 0 else s
-    res = -res if (q == 1 or q == 2) else res
-    return _trig_special(x, res)
+    return _cos_q(q, s, c) if abs(x) < TRIG_MAX else _NAN
 
 
 @inline
@@ -451,7 +455,7 @@ def tan_f64(x):
     q, s, c = _sin_cos(x)
     odd = (q & 1) == 1
     res = _div(-c if odd else s, s if odd else c)
-    return x if x == 0.0 else _trig_special(x, res)
+    return x if x == 0.0 else (res if abs(x) < TRIG_MAX else _NAN)
 
 
 # ---------------------------------------------------------------- power
