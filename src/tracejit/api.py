@@ -3,6 +3,10 @@
 The signature (cache key) is the pytree structure of the dynamic arguments, each leaf's
 (shape, dtype, weak flag), the static argument values and the backend. A cached call does
 little more than flatten the arguments, build that key and look it up.
+
+A new signature is traced, optimised, compiled and called once; that first call belongs
+to compiling because backends may compile lazily (Numba's kernels do). ``TRACEJIT_LOG=1``
+(or ``debug``) logs each compile through the ``tracejit`` logger.
 """
 
 from __future__ import annotations
@@ -11,13 +15,14 @@ import functools
 import inspect
 import os
 import threading
+import time
 from collections import namedtuple
 from typing import Any
 
 import numpy as np
 
 from .backends import get_backend
-from .errors import InvalidArgument
+from .errors import InvalidArgument, TracejitError
 from .ir import Graph, TensorType
 from .ir.types import WEAK_DEFAULT
 from .passes import run_pipeline
@@ -47,6 +52,12 @@ class Lowered:
         return str(self.optimized_graph)
 
     @property
+    def signature(self) -> str:
+        """The inputs with their types, e.g. ``x: f32[4,3], W: f32[3,2]``."""
+        inputs = self.optimized_graph.inputs
+        return ", ".join(f"{v.name or f'in{i}'}: {v.type}" for i, v in enumerate(inputs))
+
+    @property
     def source(self) -> str:
         return get_backend(self.backend).source(self.optimized_graph)
 
@@ -55,12 +66,16 @@ class Lowered:
 
 
 class _Entry:
-    __slots__ = ("run", "out_tree", "lowered")
+    """One compiled signature. ``compile_s`` is the time it took to build, first call
+    included."""
 
-    def __init__(self, run, out_tree, lowered: Lowered):
+    __slots__ = ("run", "out_tree", "lowered", "compile_s")
+
+    def __init__(self, run, out_tree, lowered: Lowered, compile_s: float):
         self.run = run
         self.out_tree = out_tree
         self.lowered = lowered
+        self.compile_s = compile_s
 
 
 def _leaf_key(leaf):
@@ -172,25 +187,44 @@ class JitFunction:
             return self._fn(*args, **kwargs)
         entry = self._lookup(key)
         if entry is None:
-            entry = self._compile(key, split, tree, args)
+            entry, outs = self._compile(key, split, tree, args, leaves)
         else:
             with self._lock:
                 self._hits += 1
-        outs = entry.run(*leaves)
+            outs = entry.run(*leaves)
         return pytree.unflatten(entry.out_tree, [_finish(o) for o in outs])
 
-    def _compile(self, key, split, tree, args) -> _Entry:
+    def _compile(self, key, split, tree, args, leaves) -> tuple[_Entry, list]:
+        """Build the entry for a new signature and make its first call."""
         with self._lock:
             entry = self._cache.get(key)
-            if entry is not None:
+            if entry is None:
+                self._misses += 1
+                entry, times = self._build(key, split, tree, len(args))
+                self._cache[key] = entry
+            else:
                 self._hits += 1
-                return entry
-            self._misses += 1
-            entry = self._build(key, split, tree, len(args))
-            self._cache[key] = entry
-            return entry
+                times = None
+        if times is None:
+            return entry, entry.run(*leaves)
+        start = time.perf_counter()
+        try:
+            outs = entry.run(*leaves)
+        except TracejitError:
+            raise  # an error in the user's data (an index out of range): the code is fine
+        except BaseException:
+            with self._lock:  # code that failed to compile must not stay cached
+                if self._cache.get(key) is entry:
+                    del self._cache[key]
+            raise
+        first = time.perf_counter() - start
+        entry.compile_s += first
+        _log_compile(entry, *times, first)
+        return entry, outs
 
-    def _build(self, key, split, tree, nargs) -> _Entry:
+    def _build(self, key, split, tree, nargs) -> tuple[_Entry, tuple[float, float, float]]:
+        """The entry for a signature, and the seconds spent tracing, in passes and in the
+        backend."""
         static_pos, statics, static_kw, _, _ = split
         names = self._input_names(tree, static_pos, nargs)
         types = []
@@ -207,11 +241,16 @@ class JitFunction:
             full = [next(st) if i in static_pos else next(dyn) for i in range(nargs)]
             return full, {**dyn_kw, **dict(static_kw)}
 
+        t0 = time.perf_counter()
         graph, out_tree = trace_function(self._fn, build_args, types, names,
                                          getattr(self._fn, "__name__", "f"))
+        t1 = time.perf_counter()
         optimized = run_pipeline(graph)
+        t2 = time.perf_counter()
         run = get_backend(self._backend).compile(optimized)
-        return _Entry(run, out_tree, Lowered(graph, optimized, self._backend))
+        t3 = time.perf_counter()
+        entry = _Entry(run, out_tree, Lowered(graph, optimized, self._backend), t3 - t0)
+        return entry, (t1 - t0, t2 - t1, t3 - t2)
 
     def _input_names(self, tree, static_pos, nargs) -> list[str]:
         dyn_positions = [i for i in range(nargs) if i not in static_pos]
@@ -231,7 +270,7 @@ class JitFunction:
         if key is None:
             raise InvalidArgument("lower() needs concrete arrays, not traced values")
         cached = self._lookup(key)
-        return cached.lowered if cached else self._build(key, split, tree, len(args)).lowered
+        return cached.lowered if cached else self._build(key, split, tree, len(args))[0].lowered
 
     def cache_info(self) -> CacheInfo:
         return CacheInfo(self._hits, self._misses, len(self._cache))
@@ -246,6 +285,49 @@ class JitFunction:
 
 
 _NO_STATICS = (frozenset(), (), (), None, None)
+
+
+@functools.cache
+def _logger():
+    """The ``tracejit`` logger; ``TRACEJIT_LOG`` (``1``, ``info`` or ``debug``) gives it a
+    stderr handler. Configured on the first compile, so ``import tracejit`` skips logging."""
+    import logging
+    import sys
+
+    log = logging.getLogger("tracejit")
+    level = os.environ.get("TRACEJIT_LOG", "").strip().lower()
+    if level not in ("", "0"):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.DEBUG if level == "debug" else logging.INFO)
+    return log
+
+
+def _ms(seconds: float) -> str:
+    return f"{1e3 * seconds:.1f} ms"
+
+
+def _log_compile(entry: _Entry, trace_s: float, passes_s: float, backend_s: float,
+                 first_s: float) -> None:
+    import logging
+
+    log = _logger()
+    if not log.isEnabledFor(logging.INFO):
+        return
+    low = entry.lowered
+    disk = getattr(entry.run, "disk_cache", None)
+    note = ""
+    if hasattr(entry.run, "disk_cache"):  # a backend with a disk cache (on or off)
+        note = f"; {disk.describe()}" if disk is not None else "; disk cache off"
+    log.info("compiled %s(%s) for %s in %s: trace %s, passes %s, codegen %s, first call %s%s",
+             low.graph.name, low.signature, low.backend, _ms(entry.compile_s), _ms(trace_s),
+             _ms(passes_s), _ms(backend_s), _ms(first_s), note)
+    if disk is not None:
+        log.debug("  cache entry %s", disk.directory)
+    for step in getattr(entry.run, "steps", ()):
+        where = step.location.short if step.location is not None else "?"
+        log.debug("  %s: %s (%s, %d bytes)", step.name, step.ops, where, step.nbytes)
 
 
 @functools.lru_cache(maxsize=64)

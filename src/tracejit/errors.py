@@ -97,3 +97,11 @@ class InvalidArgument(TracejitError, TypeError):
 
 class IRError(TracejitError):
     """An ill-formed IR graph: a bug in tracejit or in a pass, never the user's."""
+
+
+class DiskCacheWarning(UserWarning):
+    """The on-disk compile cache was unusable (a corrupt entry, an unwritable directory).
+
+    tracejit discards what it cannot trust and compiles afresh, so results stay correct;
+    the warning only says that a later process may pay for compiling again.
+    """

@@ -1,13 +1,18 @@
 """CPU backend: fused loop kernels compiled with Numba, library calls for the rest.
 
 Numba is imported only when this backend compiles something, so ``import tracejit``
-stays light.
+stays light. Kernels compile lazily, on a runner's first call; with the disk cache on
+(:mod:`tracejit.diskcache`) that first call loads them from disk when it can.
 """
 
 from __future__ import annotations
 
+import builtins
+import time
+
 import numpy as np
 
+from ... import diskcache
 from ...errors import IndexOutOfBounds, InvalidValue, ScalarOverflow
 from ...ir import Graph
 
@@ -22,29 +27,41 @@ def source(graph: Graph) -> str:
     return generate(graph)[0]
 
 
-def compile(graph: Graph):
-    import numba
+def compile(graph: Graph, profile: bool = False):
+    """The runner ``run(*leaves) -> list`` for ``graph``.
 
+    ``run.steps`` describes its steps; with ``profile`` it calls ``record(step, seconds)``
+    from ``run.namespace`` after each (replace it there to collect). ``run.disk_cache`` is
+    the :class:`~tracejit.diskcache.Entry` the kernels live in, or None.
+    """
     from .codegen import generate
 
-    text, namespace = generate(graph)
+    text, namespace = generate(graph, profile)
     locations = namespace["locations"]
 
     def located(e: Exception, step: int):
         typed = next(t for base, t in _TYPED if isinstance(e, base))
         return typed(str(e), location=locations[step] if step >= 0 else None)
 
-    namespace.update(njit=numba.njit, bcast=np.broadcast_to, scalar=_scalar, located=located)
-    code = compile_source(text, graph.name)
-    exec(code, namespace)
-    return namespace["run"]
+    namespace.update(bcast=np.broadcast_to, scalar=_scalar, located=located,
+                     clock=time.perf_counter, record=_ignore)
+    disk = None
+    if diskcache.enabled():
+        disk = diskcache.open_entry(graph, text, NAME)
+    if disk is not None:
+        namespace = disk.exec_module(text, namespace)
+    else:
+        exec(builtins.compile(text, f"<tracejit cpu: {graph.name}>", "exec"), namespace)
+    run = namespace["run"]
+    run.steps = namespace["steps"]
+    run.namespace = namespace
+    run.disk_cache = disk
+    return run
+
+
+def _ignore(step: int, seconds: float) -> None:
+    pass
 
 
 def _scalar(x):
     return x[()] if type(x) is np.ndarray else x
-
-
-def compile_source(text: str, name: str):
-    import builtins
-
-    return builtins.compile(text, f"<tracejit cpu: {name}>", "exec")

@@ -1,0 +1,170 @@
+"""The CPU backend's disk cache: a second process loads instead of compiling, corrupt
+entries are discarded with a warning and recompiled, and turning it off writes nothing.
+
+A fresh ``jit`` of the same function in the same process also goes to disk (its Numba
+kernels are new objects), so only the cross-process test pays for subprocesses.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit import diskcache
+from tracejit.errors import DiskCacheWarning
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+X = np.linspace(-1, 1, 8, dtype=np.float32)
+
+
+def chain(x, y):
+    return np.tanh(x * y + 0.5) * np.exp(-x * x)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TRACEJIT_DISK_CACHE", raising=False)
+    return tmp_path
+
+
+def run_fresh(fn=chain):
+    """Compile ``fn`` anew (a new jit object) and call it; the stats it caused."""
+    before = diskcache.stats()
+    out = tj.jit(fn, backend="cpu")(X, X)
+    np.testing.assert_allclose(out, fn(X, X), rtol=1e-6)
+    after = diskcache.stats()
+    return {k: getattr(after, k) - getattr(before, k) for k in ("loaded", "compiled", "discarded")}
+
+
+@pytest.fixture(scope="module")
+def populated(tmp_path_factory):
+    """A cache directory holding ``chain``'s entry, compiled once for the module."""
+    root = tmp_path_factory.mktemp("populated")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TRACEJIT_CACHE_DIR", str(root))
+        mp.delenv("TRACEJIT_DISK_CACHE", raising=False)
+        assert run_fresh() == {"loaded": 0, "compiled": 1, "discarded": 0}
+    return root
+
+
+@pytest.fixture
+def entry(populated, cache) -> Path:
+    """A copy of the populated entry in this test's own cache directory."""
+    (src,) = populated.iterdir()
+    return Path(shutil.copytree(src, cache / src.name))
+
+
+SCRIPT = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import tracejit as tj
+    from tracejit import diskcache
+
+    @tj.jit(backend="cpu")
+    def chain(x, y):
+        return np.tanh(x * y + 0.5) * np.exp(-x * x)
+
+    x = np.linspace(-1, 1, 8, dtype=np.float32)
+    out = chain(x, x)
+    print(json.dumps({"out": out.tolist(), **vars(diskcache.stats())}))
+""")
+
+
+def test_second_process_loads_instead_of_compiling(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(SRC), "TRACEJIT_CACHE_DIR": str(tmp_path / "c"),
+           "TRACEJIT_LOG": "1"}
+    env.pop("TRACEJIT_DISK_CACHE", None)
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT)
+    runs = []
+    for _ in range(2):
+        p = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                           text=True, timeout=120, check=True)
+        runs.append((json.loads(p.stdout), p.stderr))
+    (first, log1), (second, log2) = runs
+    assert first["compiled"] >= 1 and first["loaded"] == 0
+    assert "disk cache miss" in log1
+    assert second["compiled"] == 0 and second["loaded"] == first["compiled"]
+    assert "tracejit: compiled chain(x: f32[8], y: f32[8]) for cpu" in log2
+    assert "disk cache hit" in log2
+    assert second["out"] == first["out"]
+
+
+def test_fresh_jit_in_process_loads_from_disk(entry):
+    assert run_fresh() == {"loaded": 1, "compiled": 0, "discarded": 0}
+    assert (entry / "kernels.py").read_text() == tj.jit(chain, backend="cpu").lower(X, X).source
+    assert sorted(p.suffix for p in entry.iterdir()) == [".nbc", ".nbi", ".py"]
+
+
+def test_truncated_source_is_discarded_and_recompiled(entry):
+    path = entry / "kernels.py"
+    path.write_bytes(path.read_bytes()[:50])
+    with pytest.warns(DiskCacheWarning, match="kernels.py does not match"):
+        assert run_fresh() == {"loaded": 0, "compiled": 1, "discarded": 1}
+    assert run_fresh()["loaded"] == 1  # healed
+
+
+@pytest.mark.parametrize("suffix, damage", [(".nbi", "garbage"), (".nbc", "garbage"),
+                                            (".nbc", "truncate")])
+def test_corrupt_numba_files_are_discarded_and_recompiled(entry, suffix, damage):
+    (path,) = entry.glob(f"*{suffix}")
+    data = path.read_bytes()
+    path.write_bytes(os.urandom(64) if damage == "garbage" else data[: len(data) // 2])
+    with pytest.warns(DiskCacheWarning, match="discarded unreadable Numba cache files"):
+        assert run_fresh() == {"loaded": 0, "compiled": 1, "discarded": 1}
+    assert run_fresh()["loaded"] == 1  # healed
+
+
+def test_disabled_cache_writes_nothing(cache, monkeypatch):
+    monkeypatch.setenv("TRACEJIT_DISK_CACHE", "0")
+    f = tj.jit(chain, backend="cpu")
+    np.testing.assert_allclose(f(X, X), chain(X, X), rtol=1e-6)
+    assert list(cache.iterdir()) == []
+    assert f.lower(X, X).source.startswith("# tracejit CPU backend")
+
+
+def test_unwritable_directory_warns_and_still_computes(cache, monkeypatch):
+    blocker = cache / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(blocker / "sub"))
+    with pytest.warns(DiskCacheWarning, match="cannot use the cache directory"):
+        np.testing.assert_allclose(tj.jit(chain, backend="cpu")(X, X), chain(X, X), rtol=1e-6)
+
+
+def test_key_sees_constants_the_printer_elides(cache):
+    """Two graphs that print alike but hold different large constants get two entries."""
+    graphs = []
+    for scale in (1, 2):
+        table = np.arange(32, dtype=np.float32) * scale
+
+        def f(x, table=table):
+            return x + table
+
+        graphs.append(tj.jit(f).lower(np.zeros(32, np.float32)).optimized_graph)
+    assert str(graphs[0]) == str(graphs[1])
+    keys = {diskcache.key(g, "source", "cpu") for g in graphs}
+    assert len(keys) == 2
+
+
+def test_default_location(monkeypatch):
+    monkeypatch.delenv("TRACEJIT_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", "/some/where")
+    assert diskcache.cache_dir() == Path("/some/where/tracejit")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert diskcache.cache_dir() == Path.home() / ".cache" / "tracejit"
+
+
+def test_reference_backend_uses_no_disk_cache(cache):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tj.jit(chain, backend="reference")(X, X)
+    assert list(cache.iterdir()) == []
