@@ -3,7 +3,9 @@
 from . import errors
 from .api import CacheInfo, JitFunction, Lowered, jit
 from .backends import available_backends
+from .profiler import Profile, profile
 
 __version__ = "0.1.0"
 
-__all__ = ["CacheInfo", "JitFunction", "Lowered", "available_backends", "errors", "jit"]
+__all__ = ["CacheInfo", "JitFunction", "Lowered", "Profile", "available_backends", "errors",
+           "jit", "profile"]

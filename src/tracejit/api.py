@@ -21,11 +21,13 @@ from typing import Any
 
 import numpy as np
 
+from . import profiler
 from .backends import get_backend
 from .errors import InvalidArgument, TracejitError
 from .ir import Graph, TensorType
 from .ir.types import WEAK_DEFAULT
 from .passes import run_pipeline
+from .profiler import ACTIVE as _PROFILES
 from .trace import Tracer, pytree, trace_function
 
 CacheInfo = namedtuple("CacheInfo", "hits misses signatures")
@@ -67,15 +69,16 @@ class Lowered:
 
 class _Entry:
     """One compiled signature. ``compile_s`` is the time it took to build, first call
-    included."""
+    included; ``profiled`` is its profiling runner, built when first needed."""
 
-    __slots__ = ("run", "out_tree", "lowered", "compile_s")
+    __slots__ = ("run", "out_tree", "lowered", "compile_s", "profiled")
 
     def __init__(self, run, out_tree, lowered: Lowered, compile_s: float):
         self.run = run
         self.out_tree = out_tree
         self.lowered = lowered
         self.compile_s = compile_s
+        self.profiled = None
 
 
 def _leaf_key(leaf):
@@ -191,7 +194,7 @@ class JitFunction:
         else:
             with self._lock:
                 self._hits += 1
-            outs = entry.run(*leaves)
+            outs = entry.run(*leaves) if not _PROFILES else profiler.call(entry, leaves)
         return pytree.unflatten(entry.out_tree, [_finish(o) for o in outs])
 
     def _compile(self, key, split, tree, args, leaves) -> tuple[_Entry, list]:
@@ -206,7 +209,7 @@ class JitFunction:
                 self._hits += 1
                 times = None
         if times is None:
-            return entry, entry.run(*leaves)
+            return entry, entry.run(*leaves) if not _PROFILES else profiler.call(entry, leaves)
         start = time.perf_counter()
         try:
             outs = entry.run(*leaves)
@@ -220,6 +223,8 @@ class JitFunction:
         first = time.perf_counter() - start
         entry.compile_s += first
         _log_compile(entry, *times, first)
+        if _PROFILES:  # run it again profiled: the first call's time was mostly compiling
+            outs = profiler.call(entry, leaves)
         return entry, outs
 
     def _build(self, key, split, tree, nargs) -> tuple[_Entry, tuple[float, float, float]]:

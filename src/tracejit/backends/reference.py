@@ -6,11 +6,14 @@ checked against the shape and dtype the IR promised, so a wrong rule cannot go u
 
 from __future__ import annotations
 
+from time import perf_counter
+
 import numpy as np
 
 from ..errors import IndexOutOfBounds, InvalidValue, IRError, ScalarOverflow
 from ..ir import Graph
 from ..ir.registry import REGISTRY
+from ..profiler import StepInfo
 
 # NumPy's run-time errors and the typed error each becomes (located at the node's line).
 _TYPED = ((IndexError, IndexOutOfBounds), (OverflowError, ScalarOverflow),
@@ -21,12 +24,19 @@ def source(graph: Graph) -> str:
     return f"# reference backend: NumPy interprets this graph node by node\n{graph}"
 
 
-def compile(graph: Graph):
+def compile(graph: Graph, profile: bool = False):
+    """The runner ``run(*leaves) -> list``; ``run.steps`` has one step per node. With
+    ``profile`` each node is timed and reported to ``record(step, seconds)`` looked up in
+    ``run.namespace`` (replace it there to collect)."""
+    namespace = {"record": _ignore}
     slots = {v: i for i, v in enumerate(graph.inputs)}
     program = []
-    for node in graph.nodes:
+    for k, node in enumerate(graph.nodes):
         slots[node.out] = len(slots)
-        program.append((REGISTRY[node.op].impl, [slots[v] for v in node.inputs], node))
+        impl = REGISTRY[node.op].impl
+        if profile:
+            impl = _timed(impl, k, namespace)
+        program.append((impl, [slots[v] for v in node.inputs], node))
     outputs = [slots[v] for v in graph.outputs]
 
     def run(*leaves):
@@ -41,7 +51,34 @@ def compile(graph: Graph):
             env[base + k] = _check(value, node)
         return [env[i] for i in outputs]
 
+    run.steps = [StepInfo(f"node{k}", node.op, node.loc,
+                          sum(_nbytes(v) for v in (*node.inputs, node.out)))
+                 for k, node in enumerate(graph.nodes)]
+    run.namespace = namespace
     return run
+
+
+def profiled(graph: Graph, run):
+    """A profiling runner for ``graph`` (nothing is compiled, so nothing to share)."""
+    return compile(graph, profile=True)
+
+
+def _timed(impl, step: int, namespace: dict):
+    def timed(*args, **attrs):
+        start = perf_counter()
+        value = impl(*args, **attrs)
+        namespace["record"](step, perf_counter() - start)
+        return value
+
+    return timed
+
+
+def _ignore(step: int, seconds: float) -> None:
+    pass
+
+
+def _nbytes(v) -> int:
+    return v.type.size * v.type.dtype.itemsize
 
 
 def _check(value, node):

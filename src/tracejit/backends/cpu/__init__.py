@@ -27,12 +27,13 @@ def source(graph: Graph) -> str:
     return generate(graph)[0]
 
 
-def compile(graph: Graph, profile: bool = False):
+def compile(graph: Graph, profile: bool = False, *, reuse=None):
     """The runner ``run(*leaves) -> list`` for ``graph``.
 
     ``run.steps`` describes its steps; with ``profile`` it calls ``record(step, seconds)``
-    from ``run.namespace`` after each (replace it there to collect). ``run.disk_cache`` is
-    the :class:`~tracejit.diskcache.Entry` the kernels live in, or None.
+    from ``run.namespace`` after each (replace it there to collect). ``reuse``, a runner
+    of the same graph, lends its kernels so that nothing compiles twice. ``run.disk_cache``
+    is the :class:`~tracejit.diskcache.Entry` the kernels live in, or None.
     """
     from .codegen import generate
 
@@ -46,17 +47,24 @@ def compile(graph: Graph, profile: bool = False):
     namespace.update(bcast=np.broadcast_to, scalar=_scalar, located=located,
                      clock=time.perf_counter, record=_ignore)
     disk = None
-    if diskcache.enabled():
+    if reuse is None and diskcache.enabled():
         disk = diskcache.open_entry(graph, text, NAME)
     if disk is not None:
         namespace = disk.exec_module(text, namespace)
     else:
         exec(builtins.compile(text, f"<tracejit cpu: {graph.name}>", "exec"), namespace)
+    if reuse is not None:  # a step's name is the name of the function it calls
+        namespace.update({s.name: reuse.namespace[s.name] for s in namespace["steps"]})
     run = namespace["run"]
     run.steps = namespace["steps"]
     run.namespace = namespace
     run.disk_cache = disk
     return run
+
+
+def profiled(graph: Graph, run):
+    """A profiling runner for ``graph`` sharing ``run``'s compiled kernels."""
+    return compile(graph, profile=True, reuse=run)
 
 
 def _ignore(step: int, seconds: float) -> None:

@@ -1,0 +1,178 @@
+"""Where the time of jitted calls goes, step by step, in the spirit of Theano's profiler.
+
+    with tracejit.profile() as p:
+        for _ in range(100):
+            step(params, X, Y)
+    print(p)
+
+Inside the block every jitted call (from any thread) runs a profiling runner: the same
+compiled steps, each timed. It is built the first time a signature is profiled and
+shares the plain runner's compiled kernels, so profiling compiles nothing twice. A call
+that compiles its signature inside the block runs once more, profiled, so that the
+timings exclude compilation, which is reported per function instead. Profiled calls run
+one at a time. Outside a block the only cost is one check per call.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from time import perf_counter
+
+ACTIVE: list[Profile] = []  # the open profiles; jit checks it on every call
+_lock = threading.RLock()
+
+
+@dataclass(frozen=True)
+class StepInfo:
+    """One step of a runner, as a backend describes it in ``run.steps``."""
+
+    name: str  # what the runner calls: kernel3, lib4, node7
+    ops: str  # the ops it computes
+    location: object  # SourceLocation of its first node (or None)
+    nbytes: int  # bytes read from its inputs plus bytes written to its outputs
+
+
+@dataclass
+class FunctionStats:
+    """One jitted function at one signature."""
+
+    name: str
+    signature: str
+    calls: int = 0
+    seconds: float = 0.0
+    compile_seconds: float = 0.0  # tracing, passes, code generation, first call
+
+
+@dataclass
+class StepStats:
+    function: str
+    name: str
+    ops: str
+    where: str
+    nbytes: int
+    calls: int = 0
+    seconds: float = 0.0
+
+    @property
+    def gbps(self) -> float:
+        """Achieved bandwidth: bytes the step moved per second, in GB/s."""
+        return self.nbytes * self.calls / self.seconds / 1e9 if self.seconds else 0.0
+
+
+class Profile:
+    """Statistics of the jitted calls made inside a :func:`profile` block."""
+
+    def __init__(self):
+        self._functions: dict[object, FunctionStats] = {}
+        self._steps: dict[tuple[object, int], StepStats] = {}
+
+    @property
+    def functions(self) -> list[FunctionStats]:
+        return sorted(self._functions.values(), key=lambda f: -f.seconds)
+
+    @property
+    def steps(self) -> list[StepStats]:
+        return sorted(self._steps.values(), key=lambda s: -s.seconds)
+
+    @property
+    def seconds(self) -> float:
+        """Time spent in profiled calls."""
+        return sum(f.seconds for f in self._functions.values())
+
+    def _add(self, entry, steps, seconds: float, times) -> None:
+        f = self._functions.get(entry)
+        if f is None:
+            lowered = entry.lowered
+            f = self._functions[entry] = FunctionStats(lowered.graph.name, lowered.signature)
+        f.calls += 1
+        f.seconds += seconds
+        f.compile_seconds = entry.compile_s
+        for k, dt in times:
+            s = self._steps.get((entry, k))
+            if s is None:
+                info = steps[k]
+                where = info.location.short if info.location is not None else "?"
+                s = self._steps[entry, k] = StepStats(f.name, info.name, info.ops, where,
+                                                      info.nbytes)
+            s.calls += 1
+            s.seconds += dt
+
+    def table(self) -> str:
+        """The functions, then their steps, each sorted by time."""
+        total = self.seconds
+        compiling = sum(f.compile_seconds for f in self._functions.values())
+        calls = sum(f.calls for f in self._functions.values())
+        pct = (lambda s: f"{100 * s / total:.1f}") if total else (lambda s: "-")
+        head = (f"tracejit profile: {calls} calls, {1e3 * total:.3f} ms in jitted functions, "
+                f"{1e3 * compiling:.1f} ms compiling them")
+        functions = _columns(
+            ("function", "calls", "total ms", "% time", "compile ms"),
+            [(f"{f.name}({f.signature})", f.calls, f"{1e3 * f.seconds:.3f}", pct(f.seconds),
+              f"{1e3 * f.compile_seconds:.1f}") for f in self.functions])
+        steps = _columns(
+            ("step", "ops", "where", "calls", "total ms", "% time", "GB/s"),
+            [(f"{s.function}/{s.name}", _clip(s.ops, 48), s.where, s.calls,
+              f"{1e3 * s.seconds:.3f}", pct(s.seconds), f"{s.gbps:.2f}") for s in self.steps])
+        return "\n\n".join([head, functions, steps])
+
+    __str__ = table
+
+    def __repr__(self) -> str:
+        return f"<tracejit.Profile: {len(self._functions)} functions, {len(self._steps)} steps>"
+
+
+@contextmanager
+def profile():
+    """Profile the jitted calls made inside the block; ``print`` the result for a table."""
+    p = Profile()
+    with _lock:
+        ACTIVE.append(p)
+    try:
+        yield p
+    finally:
+        with _lock:
+            ACTIVE.remove(p)
+
+
+def call(entry, leaves):
+    """Run one call of a compiled signature through its profiling runner."""
+    with _lock:
+        runner = entry.profiled
+        if runner is None:
+            from .backends import get_backend
+
+            start = perf_counter()
+            lowered = entry.lowered
+            runner = get_backend(lowered.backend).profiled(lowered.optimized_graph, entry.run)
+            entry.compile_s += perf_counter() - start
+            entry.profiled = runner
+        times: list[tuple[int, float]] = []
+        runner.namespace["record"] = lambda step, seconds: times.append((step, seconds))
+        start = perf_counter()
+        outs = runner(*leaves)
+        seconds = perf_counter() - start
+        for p in ACTIVE:
+            p._add(entry, runner.steps, seconds, times)
+    return outs
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _columns(headers, rows) -> str:
+    """Text columns, left-aligned where the header's column holds text, else right."""
+    cells = [[str(c) for c in row] for row in [headers, *rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    numeric = [bool(rows) and all(not isinstance(r[i], str) or _is_number(r[i]) for r in rows)
+               for i in range(len(headers))]
+    lines = ["  ".join(c.rjust(w) if num else c.ljust(w)
+                       for c, w, num in zip(r, widths, numeric, strict=True)).rstrip()
+             for r in cells]
+    return "\n".join(lines)
+
+
+def _is_number(text: str) -> bool:
+    return text.replace(".", "", 1).isdigit() or text == "-"
