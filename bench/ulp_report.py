@@ -129,6 +129,11 @@ def sample(name, dtype, n, seed=0):
         core, bounds, mag = (-12, 12), [0.625, -0.625, 9.0, 19.0], (-10, 1.5)
     elif name == "erf":
         core, bounds, mag = (-7, 7), [0.84375, -0.84375, 3.9, 5.9, 6.0], (-10, 1)
+    elif name in ("sinh", "cosh"):
+        core, mag = (-big - 1, big + 1), (-10, math.log10(big + 1))
+        bounds = [ln2 / 2, 9.0, 20.0, big, big + ln2] + [j * ln2 / 2 for j in range(-60, 61)]
+    elif name == "arctan":
+        core, bounds, mag = (-10, 10), [0.66, -0.66, 1.0, 1 + math.sqrt(2)], (-10, 30)
     else:  # sin, cos, tan: near multiples of pi/2 up to 1e4*pi, plus the bound itself
         core, mag = (-10, 10), (-10, math.log10(1e4 * math.pi))
         bounds = np.arange(-20000, 20001) * (math.pi / 2)
@@ -159,6 +164,9 @@ def edge_cases(name, dtype):
         "log1p": [-1 + fi.eps, -1 - fi.eps, -1e-30, 1e30],
         "tanh": [0.625, 9.0, 9.1, 19.0, 19.1, 22.0, 1e10],
         "erf": [0.84375, 3.9, 3.92, 5.9, 5.93, 6.0, 1e10],
+        "sinh": [big, big + math.log(2), 9.0, 20.0, 1e10],
+        "cosh": [big, big + math.log(2), 0.5 * math.log(2), 9.0, 20.0, 1e10],
+        "arctan": [0.66, 1 + math.sqrt(2), 1e10, 1e30],
     }.get(name, [])
     if name in ("sin", "cos", "tan"):
         extra = [j * math.pi / 4 for j in range(-16, 17)] + [1e4 * math.pi, -1e4 * math.pi,

@@ -172,6 +172,19 @@ _TANH = {
     ),
     np.float32: (0.0022927448, -0.008343945, 0.021768918, -0.053959258, 0.13333304, -0.33333334),
 }
+# arctan(t) = t + t^3 A(t^2) for |t| <= 0.66, A fitted on [0, 0.66^2].
+_ATAN = {
+    np.float64: (
+        -0.0022326669981549236, 0.009709111172569033, -0.021241381221869606,
+        0.03243886102654115, -0.040782825289926036, 0.04690591493031964,
+        -0.05249238937907004, 0.05880372680628488, -0.06666465506565467,
+        0.07692293573203952, -0.09090908440295399, 0.11111111092970424, -0.1428571428544832,
+        0.19999999999998455, -0.3333333333333333,
+    ),
+    np.float32: (
+        -0.020599352, 0.055691186, -0.08536328, 0.11032312, -0.14280216, 0.19999853, -0.3333333,
+    ),
+}
 
 
 def _make(ft):
@@ -209,7 +222,17 @@ def _make(ft):
     em_poly = _fp(ft, _EM[ft])
     lg_poly = _fp(ft, _LG[ft])
     tanh_poly = _fp(ft, _TANH[ft])
+    atan_poly = _fp(ft, _ATAN[ft])
+    # pi/2 and pi/4 as hi + lo (the double's own rounding error added back)
+    pio2 = ft(np.pi / 2), ft((np.pi / 2 - ft(np.pi / 2)) + 6.123233995736766e-17)
+    pio4 = ft(np.pi / 4), ft((np.pi / 4 - ft(np.pi / 4)) + 3.061616997868383e-17)
+    # sinh/cosh use exp(|x|)/2 alone past this (e^-2|x| below half an ULP)
+    hyp_cut = ft(9) if ft is np.float32 else ft(20)
+    quarter = ft(0.25)
     tanh_cut = ft(0.625)
+    # arctan: a <= 0.66 directly, up to tan(3pi/8) as pi/4 + arctan((a-1)/(a+1)), past it
+    # as pi/2 - arctan(1/a): the reduced argument stays small against the result
+    atan_mid, atan_big = ft(0.66), ft(np.sqrt(2) + 1)
     ln2 = ft(np.log(2.0))
 
     @inline
@@ -335,6 +358,40 @@ def _make(ft):
         return nan if (x < -one or x != x) else res
 
     @inline
+    def exp_parts(a):
+        """expm1(a) (for a < hyp_cut) and exp(a)/2 (overflowing only where it does)."""
+        xc = exp_hi + one if a > exp_hi + one else a
+        n, r = reduce_ln2(xc)
+        e = expm1_poly(r)
+        s = pow2(n if n < mant else mant)
+        return _madd(e, s, s - one), scale(one + e, it(n - 1))
+
+    @inline
+    def sinh(x):
+        a = abs(x)
+        em, h = exp_parts(a)
+        small = half * (em + _div(em, em + one))
+        return copysign(small if a < hyp_cut else h, x)
+
+    @inline
+    def cosh(x):
+        a = abs(x)
+        em, h = exp_parts(a)
+        res = h + _div(quarter, h)
+        return one + _div(em * em, two * (one + em)) if a < half * ln2 else res
+
+    @inline
+    def arctan(x):
+        a = abs(x)
+        mid = a > atan_mid
+        big = a > atan_big
+        t = _div((-one if big else a - one) if mid else a, (a if big else a + one) if mid else one)
+        z = t * t
+        y_hi = (pio2[0] if big else pio4[0]) if mid else zero
+        y_lo = (pio2[1] if big else pio4[1]) if mid else zero
+        return copysign(y_hi + (t + _madd(t * z, _horner(z, atan_poly), y_lo)), x)
+
+    @inline
     def copysign(mag, sgn):
         return _cast_bits(it(_cast_bits(mag) | it(_cast_bits(sgn) & sign_mask)))
 
@@ -353,7 +410,8 @@ def _make(ft):
 
     return {
         "exp": exp, "exp2": exp2, "expm1": expm1, "log": log, "log2": log2, "log10": log10,
-        "log1p": log1p, "tanh": tanh, "sigmoid": sigmoid, "_log_reduce": log_reduce,
+        "log1p": log1p, "tanh": tanh, "sigmoid": sigmoid, "sinh": sinh, "cosh": cosh,
+        "arctan": arctan, "_log_reduce": log_reduce,
         "_exp_reduce": reduce_ln2, "_expm1_poly": expm1_poly, "_scale": scale,
         "_copysign": copysign,
     }
@@ -365,9 +423,11 @@ _N64 = _make(np.float64)
 exp_f32, exp2_f32, expm1_f32, log_f32 = (_N32[k] for k in ("exp", "exp2", "expm1", "log"))
 log2_f32, log10_f32, log1p_f32 = _N32["log2"], _N32["log10"], _N32["log1p"]
 tanh_f32, sigmoid_f32 = _N32["tanh"], _N32["sigmoid"]
+sinh_f32, cosh_f32, arctan_f32 = _N32["sinh"], _N32["cosh"], _N32["arctan"]
 exp_f64, exp2_f64, expm1_f64, log_f64 = (_N64[k] for k in ("exp", "exp2", "expm1", "log"))
 log2_f64, log10_f64, log1p_f64 = _N64["log2"], _N64["log10"], _N64["log1p"]
 tanh_f64, sigmoid_f64 = _N64["tanh"], _N64["sigmoid"]
+sinh_f64, cosh_f64, arctan_f64 = _N64["sinh"], _N64["cosh"], _N64["arctan"]
 
 _log_reduce = _N64["_log_reduce"]
 _exp_reduce = _N64["_exp_reduce"]
@@ -588,7 +648,7 @@ MATH = {
     name: {"float32": globals()[name + "_f32"], "float64": globals()[name + "_f64"]}
     for name in (
         "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh", "sigmoid",
-        "sin", "cos", "tan", "erf",
+        "sin", "cos", "tan", "erf", "sinh", "cosh", "arctan",
     )
 }
 MATH["power"] = {"float32": pow_f32, "float64": pow_f64}
