@@ -121,7 +121,7 @@ def generate(graph: Graph, profile: bool = False) -> tuple[str, dict]:
     args = ", ".join(mod.names[v] for v in graph.inputs)
     outs = ", ".join(mod.name(v) for v in graph.outputs)
     mod.lines += [f"def run({args}):", "    step = -1", "    try:"]
-    mod.lines += [f"        {line}" for line in body]
+    mod.lines += [f"        {line}" for line in body or ["pass  # nothing to compute"]]
     mod.lines += [
         "    except (IndexError, ValueError, OverflowError, ZeroDivisionError) as e:",
         "        raise located(e, step) from None",
