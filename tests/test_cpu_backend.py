@@ -128,3 +128,17 @@ def test_source_is_readable_python():
     src = tj.jit(softmax, backend="cpu").lower(X).source
     assert "def kernel0(" in src and "def run(" in src and "# max" in src
     compile(src, "<generated>", "exec")
+
+
+def test_small_k_matmul_fuses_with_its_epilogue():
+    def layer(x, w1, b1, w2):
+        h = np.tanh(x @ w1 + b1)
+        return h @ w2
+
+    x = RNG.standard_normal((50, 2)).astype(np.float32)
+    w1, w2 = RNG.standard_normal((2, 30)).astype(np.float32), X[:, :2].repeat(5, 0)[:30]
+    b1 = RNG.standard_normal(30).astype(np.float32)
+    ks = kernels(layer, x, w1, b1, w2)
+    assert [k.kind for k in ks] == ["loop", "library"]  # K=2 unrolled; K=30 goes to BLAS
+    assert [n.op for n in ks[0].nodes] == ["matmul", "add", "tanh"]
+    check(layer, x, w1, b1, w2, rtol=1e-5)

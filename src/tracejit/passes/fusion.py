@@ -49,9 +49,11 @@ class Kernel:
 
 
 def _loop_shape(node: Node) -> tuple[int, ...] | None:
-    """The iteration shape a node needs in a loop kernel, or None if it cannot join one."""
+    """The iteration shape a node needs in a loop kernel, or None if it cannot join one.
+    A contraction joins as an elementwise node over its output (when the backend accepts
+    it, i.e. its contracted dimension is small)."""
     kind = REGISTRY[node.op].kind
-    if kind is Kind.ELEMENTWISE:
+    if kind in (Kind.ELEMENTWISE, Kind.CONTRACTION):
         return node.out.type.shape
     if node.op in LOOP_REDUCTIONS:
         return node.inputs[0].type.shape

@@ -18,7 +18,9 @@ import numpy as np
 from ...ir import Graph, Node, Value
 from ...ir.registry import REGISTRY
 from ...passes.fusion import LOOP_REDUCTIONS, Kernel, fuse
-from . import ops
+from . import ops, threads
+
+threads.configure()  # before any generated kernel makes Numba start its thread pool
 
 _IDENTITY = {"sum": 0, "prod": 1, "any": False, "all": True}
 
@@ -43,9 +45,16 @@ def _numba_dtype(dtype: np.dtype) -> bool:
     return dtype.kind in "biu" or dtype in (np.float32, np.float64)  # no float16, no complex
 
 
+SMALL_K = 16  # matmuls contracting at most this many terms are unrolled into loop kernels
+
+
 def fusible(node: Node) -> bool:
     if not all(_numba_dtype(v.type.dtype) for v in (*node.inputs, node.out)):
         return False
+    if node.op == "matmul":
+        a, b = (v.type for v in node.inputs)
+        return (a.ndim == b.ndim == 2 and a.shape[1] <= SMALL_K and node.out.type.dtype.kind == "f"
+                and a.dtype == b.dtype == node.out.type.dtype)
     if node.op in _IDENTITY or node.op in ("max", "min"):
         return node.out.type.dtype.kind in "biuf"
     if node.op == "convert":
@@ -191,7 +200,15 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
     post: list[str] = []
     ref: dict[Value, str] = {}  # how the kernel reads a value
     typed: set[Value] = set()  # values already of their IR dtype (no cast needed)
+    contracted = {v for n in kern.nodes if n.op == "matmul" for v in n.inputs}
+    elementwise_use = {v for n in kern.nodes if n.op != "matmul" for v in n.inputs}
     for j, v in enumerate(kern.inputs):
+        if v in contracted:  # matmul operands are read whole, with their own indices
+            params.append(f"m{j}")
+            call.append(mod.name(v))
+            ref[("matmul", v)] = f"m{j}"
+        if v in contracted and v not in elementwise_use:
+            continue
         if v in mod.consts and v.type.ndim == 0:
             ref[v] = _literal(mod.consts[v])
         elif v.type.ndim == 0:
@@ -225,6 +242,11 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
                     post.append(f"{name} = {name}.reshape({node.out.type.shape})")
 
     def expr(node: Node) -> str:
+        if node.op == "matmul":  # small K: unrolled dot product of a row and a column
+            a, b = (ref[("matmul", v)] for v in node.inputs)
+            i, j = f"i{nd - 2}", f"i{nd - 1}"
+            return " + ".join(f"{a}[{i}, {k}] * {b}[{k}, {j}]"
+                              for k in range(node.inputs[0].type.shape[1])) or "0"
         dts = loop_dtypes(node)
         args = [ref[v] if v in typed and v.type.dtype == dt else f"{_typename(dt)}({ref[v]})"
                 for v, dt in zip(node.inputs, dts, strict=False)]
