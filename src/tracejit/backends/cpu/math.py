@@ -9,17 +9,22 @@ for the exponent and selects instead of branches, so that after inlining a plain
 Use: ``MATH[op][dtype_name]`` is the function for that op and dtype, e.g.
 ``MATH["exp"]["float32"] is exp_f32``; ``power`` takes two arguments. The generated
 code calls it on values already cast to the op's result dtype (float32 or float64),
-and must be compiled without ``fastmath``: the algorithms rely on IEEE semantics
-(NaN propagation, exact Cody-Waite products, error-free transformations).
+and must be compiled without ``fastmath`` (the functions are inlined, so the caller's
+flags apply): the algorithms rely on IEEE semantics (NaN propagation, exact
+Cody-Waite products, error-free transformations), and with ``fastmath=True`` exp
+returns garbage for NaN and infinities. Division goes through an intrinsic, so the
+caller's ``error_model`` does not matter.
 
 Accuracy against NumPy / SciPy (``bench/ulp_report.py`` measures it): within 4 ULP,
-with the same special values (NaN, +-inf, signed zeros, subnormals). exp, exp2,
-expm1, log, tanh and sigmoid have native float32 versions; the float32 versions of
-the others evaluate the float64 one and round, which is nearly correctly rounded.
-sin, cos and tan reduce their argument with a four-part Cody-Waite split of pi/2,
-exact for ``|x| < 2**20 * pi/2`` (about 1.6e6); beyond that they return NaN rather
-than a wrong number (NumPy is exact there), so callers needing huge arguments must
-fall back to NumPy.
+with the same special values (NaN, +-inf, signed zeros; subnormal results where NumPy
+rounds them, not flushes). sin, cos, tan, erf and power in float32 evaluate the
+float64 version and round, which is nearly correctly rounded; the others have native
+float32 versions. sin, cos and tan reduce their argument with a four-part Cody-Waite
+split of pi/2, exact for ``|x| < TRIG_MAX = 2**20 * pi/2`` (about 1.6e6); beyond that
+they return NaN rather than a wrong number (NumPy is exact there), so a caller that
+may see larger arguments must fall back to NumPy. (A Payne-Hanek reduction with a
+table of 2/pi, exact for every float32, measured 2x slower on Zen 4 because of the
+gathers.)
 
 Polynomials are Chebyshev fits (near-minimax, computed with mpmath at 50 digits) of
 the stated remainder function on the stated interval, coefficients highest degree
