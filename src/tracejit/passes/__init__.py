@@ -2,5 +2,6 @@
 
 from .dce import dce
 from .pipeline import DEFAULT_PASSES, run_pipeline
+from .simplify import simplify
 
-__all__ = ["DEFAULT_PASSES", "dce", "run_pipeline"]
+__all__ = ["DEFAULT_PASSES", "dce", "run_pipeline", "simplify"]

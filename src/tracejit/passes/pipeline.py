@@ -11,9 +11,10 @@ from collections.abc import Callable, Sequence
 
 from ..ir import Graph, verify
 from .dce import dce
+from .simplify import simplify
 
 Pass = Callable[[Graph], Graph]
-DEFAULT_PASSES: tuple[Pass, ...] = (dce,)
+DEFAULT_PASSES: tuple[Pass, ...] = (simplify, dce)
 
 
 def run_pipeline(

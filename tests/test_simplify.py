@@ -1,0 +1,285 @@
+"""Simplification: every rewrite fires where it keeps NumPy's results bit for bit (signed zeros,
+infinities, NaN signs and payloads, dtypes, weak flags) and nowhere else."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tracejit as tj
+from tracejit.backends import reference
+from tracejit.errors import TracejitError
+from tracejit.ir import Graph, Node, TensorType, Value, verify
+from tracejit.ir.registry import REGISTRY
+from tracejit.passes import run_pipeline, simplify
+
+NAN_PAYLOAD = {np.dtype(np.float64): np.uint64(0x7FF8_0000_0000_0123).view(np.float64),
+               np.dtype(np.float32): np.uint32(0x7FC0_0123).view(np.float32),
+               np.dtype(np.float16): np.uint16(0x7E01).view(np.float16)}
+
+
+def edge_values(dtype) -> np.ndarray:
+    """Values where a wrong rewrite shows: signed zeros, infinities, NaNs, extremes, and
+    inexact ones whose powers round differently from repeated products."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "b":
+        return np.array([False, True, True, False])
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return np.array([0, 1, 7, info.max, info.min, info.min + 1, info.max // 3], dtype)
+    info = np.finfo(dtype)
+    nan = NAN_PAYLOAD.get(dtype, np.nan)
+    vals = [0.0, -0.0, 1.0, -1.5, 0.1, -1 / 3, 2.3, 1e-3, np.inf, -np.inf, np.nan, -np.nan,
+            nan, -nan, info.max, -info.max, info.tiny, info.smallest_subnormal]
+    out = np.array(vals, dtype)
+    if dtype.kind == "c":
+        out = out + np.array(vals[::-1], dtype) * 1j
+    return out
+
+
+def same(a, b) -> bool:
+    """Bitwise equal, same dtype and shape, both Python scalars or both not."""
+    py = (bool, int, float, complex)
+    a_arr, b_arr = np.asarray(a), np.asarray(b)
+    return ((type(a) in py) == (type(b) in py) and a_arr.dtype == b_arr.dtype
+            and a_arr.shape == b_arr.shape and a_arr.tobytes() == b_arr.tobytes())
+
+
+def optimized_ops(fn, *args) -> list[str]:
+    return [n.op for n in tj.jit(fn).lower(*args).optimized_graph.nodes if n.op != "constant"]
+
+
+def check(fn, *args) -> None:
+    """The simplified graph gives the unsimplified graph's results and eager NumPy's, bitwise."""
+    graph = tj.jit(fn).lower(*args).graph
+    plain = reference.compile(run_pipeline(graph, passes=()))(*args)
+    simplified = reference.compile(run_pipeline(graph))(*args)
+    assert all(same(a, b) for a, b in zip(plain, simplified, strict=True))
+    eager = fn(*args)
+    eager = eager if isinstance(eager, tuple) else (eager,)
+    jitted = tj.jit(fn, backend="reference")(*args)
+    jitted = jitted if isinstance(jitted, tuple) else (jitted,)
+    for e, j in zip(eager, jitted, strict=True):
+        assert np.asarray(e).dtype == np.asarray(j).dtype
+        assert np.asarray(e).tobytes() == np.asarray(j).tobytes()
+
+
+class Builder:
+    """Hand-built graphs, for node shapes the tracer does not produce."""
+
+    def __init__(self, *types: TensorType):
+        self.inputs = [Value(t, f"x{i}") for i, t in enumerate(types)]
+        self.nodes: list[Node] = []
+
+    def __call__(self, op: str, *inputs: Value, **attrs) -> Value:
+        out = Value(REGISTRY[op].rule(*(v.type for v in inputs), **attrs))
+        self.nodes.append(Node(op, inputs, attrs, out, None))
+        return out
+
+    def const(self, value) -> Value:
+        return self("constant", value=value)
+
+    def graph(self, *outputs: Value) -> Graph:
+        return verify(Graph(self.inputs, self.nodes, list(outputs)))
+
+
+F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
+
+# ---------------------------------------------------------------- common subexpressions
+
+
+def test_cse_merges_repeated_work():
+    x = np.linspace(-2, 2, 6).reshape(2, 3)
+    fn = lambda x: np.exp(x) * 2 + np.exp(x) * 2 + x.sum(axis=0) + x.sum(axis=0)
+    assert optimized_ops(fn, x) == ["exp", "multiply", "add", "sum", "add", "add"]
+    check(fn, x)
+
+
+def test_cse_tells_constants_apart_by_bits_dtype_and_weakness():
+    x = edge_values(F64)
+    assert optimized_ops(lambda x: x * 0.0 + x * -0.0, x).count("multiply") == 2
+    assert optimized_ops(lambda x: x * np.nan + x * np.nan, x).count("multiply") == 1
+    assert optimized_ops(lambda x: (x + np.float32(1)) * (x + 1.0), x).count("add") == 2
+    check(lambda x: x * 0.0 + x * -0.0, x)
+
+
+def test_cse_compares_large_constants_by_content():
+    x = np.ones(1000)
+    a = np.arange(1000.0)
+    b = a.copy()
+    b[-1] = -1.0
+    assert optimized_ops(lambda x: (x + a) * (x + a.copy()), x).count("add") == 1
+    assert optimized_ops(lambda x: (x + a) * (x + b), x).count("add") == 2
+
+
+def test_cse_keeps_attrs_apart():
+    x = np.arange(9.0).reshape(3, 3)
+    fn = lambda x: x.sum(axis=0) * x.sum(axis=1)
+    assert optimized_ops(fn, x).count("sum") == 2
+    check(fn, x)
+
+
+def test_cse_never_makes_two_outputs_one_array():
+    x = np.arange(3.0)
+    fn = tj.jit(lambda x: (x + 1, x + 1))
+    a, b = fn(x)
+    assert a is not b and len([n for n in fn.lower(x).optimized_graph.nodes if n.op == "add"]) == 2
+
+
+# ---------------------------------------------------------------- constant folding
+
+
+def test_folds_small_constant_expressions():
+    x = np.arange(4, dtype=np.float32)
+    fn = lambda x: x + (np.ones_like(x) * 2 - 0.5)
+    assert optimized_ops(fn, x) == ["add"]
+    check(fn, x)
+
+
+def test_fold_keeps_weak_python_scalars():
+    b = Builder(TensorType((3,), F32))
+    two_and_a_half = b("add", b.const(2), b.const(0.5))
+    g = simplify(b.graph(b("multiply", b.inputs[0], two_and_a_half)))
+    (const,) = [n for n in g.nodes if n.op == "constant"]
+    assert const.attrs["value"] == 2.5 and type(const.attrs["value"]) is float
+    assert const.out.type == TensorType((), F64, weak=True)
+    x = edge_values(F32)[:3]
+    assert same(reference.compile(g)(x)[0], x * 2.5)
+
+
+def test_fold_leaves_large_results_to_run_time():
+    big, small = np.zeros(65, np.float32), np.zeros(64, np.float32)
+    assert optimized_ops(lambda x: x * (np.ones_like(x) + 1), big) == ["full", "add", "multiply"]
+    assert optimized_ops(lambda x: x * (np.ones_like(x) + 1), small) == ["multiply"]
+
+
+@pytest.mark.parametrize("op, fn", [
+    ("floor_divide", lambda x: x + np.zeros_like(x, dtype=np.int64) // 0),  # divide by zero
+    ("log", lambda x: x + np.log(np.zeros_like(x))),                         # divide by zero
+    ("true_divide", lambda x: x + np.zeros_like(x) / 0),                     # invalid
+    ("multiply", lambda x: x + np.full_like(x, 1e300) * 1e300),              # overflow
+])
+def test_fold_leaves_warnings_and_errors_to_run_time(op, fn):
+    x = np.ones(3)
+    assert op in optimized_ops(fn, x)
+    check(fn, x)
+    with np.errstate(all="raise"), pytest.raises(FloatingPointError):
+        fn(x)
+    with np.errstate(all="raise"), pytest.raises(FloatingPointError):
+        tj.jit(fn, backend="reference")(x)
+
+
+def test_fold_leaves_casts_that_warn_to_run_time():
+    b = Builder(TensorType((2,), F64))
+    real = b("convert", b.const(np.array([1 + 2j, 3j])), dtype=F64)
+    g = simplify(b.graph(b("add", b.inputs[0], real)))
+    assert "convert" in [n.op for n in g.nodes]
+
+
+def test_fold_keeps_errors_of_indexing():
+    b = Builder(TensorType((2,), F64))
+    picked = b("gather", b.const(np.arange(3.0)), b.const(np.array([5])), axis=0)
+    g = simplify(b.graph(b("add", b.inputs[0], picked)))
+    assert "gather" in [n.op for n in g.nodes]
+    with pytest.raises(IndexError):
+        reference.compile(g)(np.ones(2))
+
+
+def test_folded_array_outputs_stay_fresh_each_call():
+    fn = tj.jit(lambda x: (x, np.ones_like(x) + 1))
+    x = np.zeros(3)
+    first = fn(x)[1]
+    first[0] = 99.0
+    assert fn(x)[1].tolist() == [2.0, 2.0, 2.0]
+
+
+# ---------------------------------------------------------------- random programs
+
+DTYPES = ["bool", "int8", "int64", "uint8", "float16", "float32", "float64", "complex128"]
+CONSTANTS = [0, 1, 2, 3, 4, -1, 0.0, -0.0, 1.0, 2.0, 0.5, -1.5, math.nan, math.inf, True,
+             np.float32(1), np.float32(-0.0), np.int8(0), np.int8(1), np.float64(2), np.uint8(2)]
+EXPONENTS = [1, 2, 3, 4, -1, 0.5, 2.0, np.float32(2), np.int8(3), np.uint8(2), True]
+BINARY = ["add", "subtract", "multiply", "true_divide", "floor_divide"]
+UNARY = ["negative", "exp", "square", "absolute", "isnan"]
+
+
+def _step(kind: str, name, c, swap: bool) -> Callable:
+    """One step of a program ``v = step(v, s)`` (``s`` is a Python scalar argument)."""
+    op = getattr(np, name) if isinstance(name, str) else None
+    steps = {
+        "const": lambda v, s: op(c, v) if swap else op(v, c),
+        "scalar": lambda v, s: op(s, v) if swap else op(v, s),
+        "unary": lambda v, s: op(v),
+        "twice": lambda v, s: op(v, c) + op(v, c),  # CSE
+        "fold": lambda v, s: v + op(np.ones_like(v), c),  # a constant subexpression
+        "transpose": lambda v, s: np.transpose(np.transpose(v, name), name),
+        "reshape": lambda v, s: np.reshape(np.reshape(v, -1), v.shape),
+        "astype": lambda v, s: v.astype(name),
+        "broadcast": lambda v, s: np.broadcast_to(v, v.shape),
+    }
+    return steps[kind]
+
+
+def _steps(kind, names, constants=None):
+    return st.tuples(st.just(kind), names, st.none() if constants is None else constants,
+                     st.booleans())
+
+
+STEPS = st.one_of(
+    _steps("const", st.sampled_from(BINARY), st.sampled_from(CONSTANTS)),
+    _steps("const", st.just("power"), st.sampled_from(EXPONENTS)),
+    _steps("scalar", st.sampled_from(BINARY + ["power"])),
+    _steps("unary", st.sampled_from(UNARY)),
+    _steps("twice", st.sampled_from(BINARY), st.sampled_from(CONSTANTS)),
+    _steps("fold", st.sampled_from(BINARY + ["power"]), st.sampled_from(CONSTANTS)),
+    _steps("transpose", st.sampled_from([(1, 0), (0, 1)])),
+    _steps("reshape", st.none()),
+    _steps("astype", st.sampled_from(DTYPES)),
+    _steps("broadcast", st.none()),
+)
+
+
+def _run(graph: Graph, args, errors: str):
+    with np.errstate(all=errors):
+        try:
+            return reference.compile(graph)(*args)
+        except Exception as e:  # the graphs must raise alike
+            return type(e)
+
+
+@pytest.mark.filterwarnings("ignore::numpy.exceptions.ComplexWarning")
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(dtype=st.sampled_from(DTYPES), scalar=st.sampled_from([2, -0.0, 1.0, 0, 3]),
+       steps=st.lists(STEPS, min_size=1, max_size=6), errors=st.sampled_from(["ignore", "raise"]),
+       flatten=st.booleans(), data=st.data())
+def test_simplify_keeps_random_programs_bit_for_bit(dtype, scalar, steps, errors, flatten, data):
+    """Programs return their last two values, as they are (so rewrites must keep outputs
+    fresh arrays) or flattened (so the rewrites inside may reduce to the argument)."""
+    values = edge_values(dtype)
+    x = values[data.draw(st.lists(st.integers(0, len(values) - 1), min_size=4, max_size=4))]
+    args = (x.reshape(2, 2), scalar)
+    fns = [_step(*s) for s in steps]
+
+    def program(v, s):
+        outs = []
+        for f in fns:
+            v = f(v, s)
+            outs.append(v)
+        return tuple(np.reshape(v, -1) if flatten else v for v in outs[-2:])
+
+    try:
+        graph = tj.jit(program).lower(*args).graph
+    except TracejitError:  # a step NumPy rejects for these dtypes (traced before running)
+        return
+    optimized = verify(run_pipeline(graph))
+    plain, simplified = (_run(g, args, errors) for g in (run_pipeline(graph, passes=()), optimized))
+    if isinstance(plain, type):
+        assert plain is simplified
+    else:
+        assert all(same(a, b) for a, b in zip(plain, simplified, strict=True))
