@@ -69,6 +69,11 @@ def check(fn, *args) -> None:
         assert np.asarray(e).tobytes() == np.asarray(j).tobytes()
 
 
+def fresh(v):
+    """Use a value in a fresh result, so a rewrite may reduce it to the argument itself."""
+    return np.logical_not(v) if v.dtype == np.bool_ else np.negative(v)
+
+
 class Builder:
     """Hand-built graphs, for node shapes the tracer does not produce."""
 
@@ -197,6 +202,180 @@ def test_folded_array_outputs_stay_fresh_each_call():
     first = fn(x)[1]
     first[0] = 99.0
     assert fn(x)[1].tolist() == [2.0, 2.0, 2.0]
+
+
+# ---------------------------------------------------------------- identities
+
+
+NUMERIC = ["float16", "float32", "float64", "int8", "int64", "uint8", "uint64"]
+
+
+@pytest.mark.parametrize("dtype", NUMERIC + ["bool"])
+def test_multiply_by_one(dtype):
+    x = edge_values(dtype)
+    one = np.ones((), dtype)[()]
+    fns = [lambda x: fresh(x * one), lambda x: fresh(one * x)]
+    if dtype != "bool":  # bool * 1 is int64
+        fns += [lambda x: fresh(x * 1), lambda x: fresh(1 * x)]
+    for fn in fns:
+        assert len(optimized_ops(fn, x)) == 1
+        check(fn, x)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_float_additive_identities(dtype):
+    x = edge_values(dtype)
+    for fn in (lambda x: fresh(x + -0.0), lambda x: fresh(-0.0 + x), lambda x: fresh(x - 0.0),
+               lambda x: fresh(x - 0), lambda x: fresh(x / 1), lambda x: fresh(x / 1.0)):
+        assert optimized_ops(fn, x) == ["negative"]
+        check(fn, x)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int64", "uint8", "uint64", "bool"])
+def test_integer_additive_identities(dtype):
+    x = edge_values(dtype)
+    zero = np.zeros((), dtype)[()]
+    fns = [lambda x: fresh(x + zero), lambda x: fresh(zero + x)]
+    if dtype != "bool":
+        fns += [lambda x: fresh(x + 0), lambda x: fresh(x - 0), lambda x: fresh(x ** 1)]
+    for fn in fns:
+        assert len(optimized_ops(fn, x)) == 1
+        check(fn, x)
+
+
+@pytest.mark.parametrize("dtype", NUMERIC + ["complex128"])
+def test_double_negation(dtype):
+    x = edge_values(dtype)
+    neg = np.negative
+    fn = lambda x: np.exp(neg(neg(x))) if x.dtype.kind in "fc" else neg(neg(neg(x)))
+    assert len(optimized_ops(fn, x)) == 1
+    check(fn, x)
+
+
+def test_transposes_compose():
+    x = np.arange(24.0).reshape(2, 3, 4)
+    assert optimized_ops(lambda x: fresh(x.transpose(1, 2, 0).transpose(2, 0, 1)), x) == [
+        "negative"]
+    fn = lambda x: fresh(x.transpose(1, 2, 0).transpose(1, 0, 2))
+    g = tj.jit(fn).lower(x).optimized_graph
+    assert [(n.op, n.attrs.get("perm")) for n in g.nodes] == [
+        ("transpose", (2, 1, 0)), ("negative", None)]
+    check(fn, x)
+    check(lambda x: fresh(x.T.T), x)
+
+
+def test_reshapes_compose():
+    x = np.arange(24.0).reshape(2, 3, 4)
+    assert optimized_ops(lambda x: fresh(x.reshape(6, 4).reshape(24).reshape(2, 3, 4)), x) == [
+        "negative"]
+    fn = lambda x: fresh(x.reshape(6, 4).reshape(4, 6))
+    g = tj.jit(fn).lower(x).optimized_graph
+    assert [(n.op, n.attrs.get("shape")) for n in g.nodes] == [
+        ("reshape", (4, 6)), ("negative", None)]
+    check(fn, x)
+
+
+def test_no_op_casts_and_broadcasts():
+    x = edge_values(F32)
+    fn = lambda x: fresh(np.broadcast_to(x.astype(np.float32), x.shape))
+    assert optimized_ops(fn, x) == ["negative"]
+    check(fn, x)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int8", "int64", "uint8", "uint64"])
+def test_square_becomes_a_multiply(dtype):
+    x = edge_values(dtype)
+    assert optimized_ops(lambda x: x ** 2, x) == ["multiply"]
+    check(lambda x: x ** 2, x)
+    check(lambda x: np.power(x, np.array(2, dtype)), x)
+
+
+@pytest.mark.parametrize("n", [3, 4])
+@pytest.mark.parametrize("dtype", ["int8", "int64", "uint8", "uint64"])
+def test_integer_cube_and_fourth_power_become_multiplies(dtype, n):
+    x = edge_values(dtype)
+    assert optimized_ops(lambda x: x ** n, x) == ["multiply", "multiply"]
+    check(lambda x: x ** n, x)
+
+
+def test_square_of_a_python_scalar_stays_weak():
+    g = tj.jit(lambda x, s: x * (-s) ** 2).lower(np.float32(1), 1.5).optimized_graph
+    assert [n.op for n in g.nodes] == ["negative", "multiply", "multiply"]
+    check(lambda x, s: x * (-s) ** 2, np.float32(3), 1.5)
+
+
+# ---------------------------------------------------------------- unsafe rewrites stay out
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_adding_positive_zero_is_kept(dtype):
+    x = edge_values(dtype)
+    for fn in (lambda x: fresh(x + 0.0), lambda x: fresh(0 + x), lambda x: fresh(x - -0.0)):
+        assert optimized_ops(fn, x)[0] in ("add", "subtract")
+        check(fn, x)
+
+
+def test_complex_multiply_by_one_is_kept():
+    x = np.array([complex(np.inf, 1.0), complex(0.0, -0.0)])
+    fn = lambda x: fresh(x * 1)
+    assert optimized_ops(fn, x) == ["multiply", "negative"]
+    check(fn, x)
+
+
+@pytest.mark.parametrize("dtype, exponent", [
+    ("float16", 2), ("float32", 3), ("float64", 4), ("float64", 1), ("float32", -1),
+    ("float64", 0.5), ("float64", -1.0)])
+def test_float_powers_without_an_exact_rewrite_are_kept(dtype, exponent):
+    x = edge_values(dtype)
+    fn = lambda x: x ** exponent
+    assert optimized_ops(fn, x) == ["power"]
+    check(fn, x)
+
+
+def test_power_with_an_array_exponent_is_kept():
+    """NumPy's float loop squares exactly only for a 0-d exponent; otherwise it calls pow."""
+    x = edge_values(F64)
+    fn = lambda x: x ** np.full(x.shape, 2.0)
+    assert optimized_ops(fn, x) == ["power"]
+    check(fn, x)
+
+
+def test_integer_negative_power_is_kept_and_raises():
+    x = np.arange(3)
+    assert optimized_ops(lambda x: x ** -1, x) == ["power"]
+    with pytest.raises(ValueError):
+        tj.jit(lambda x: x ** -1, backend="reference")(x)
+
+
+def test_identity_that_changes_the_dtype_is_kept():
+    x = edge_values("int8")
+    assert optimized_ops(lambda x: fresh(x * np.float32(1)), x) == ["multiply", "negative"]
+    check(lambda x: fresh(x * np.float32(1)), x)
+
+
+def test_weakness_is_not_dropped():
+    b = Builder(TensorType((), F64, weak=True))
+    s = b.inputs[0]
+    strong = b("convert", s, dtype=F64)
+    back = b("reshape", b("reshape", s, shape=(1,)), shape=())
+    g = simplify(b.graph(b("add", strong, back)))
+    assert [n.op for n in g.nodes] == ["convert", "reshape", "reshape", "add"]
+
+
+def test_array_result_is_never_an_argument():
+    fn = tj.jit(lambda x: x * 1)
+    x = np.arange(3.0)
+    y = fn(x)
+    assert y is not x and not np.shares_memory(x, y)
+    assert [n.op for n in fn.lower(x).optimized_graph.nodes] == ["constant", "multiply"]
+
+
+def test_python_int_argument_is_still_range_checked():
+    with pytest.raises(OverflowError):
+        np.multiply(2**70, 1)
+    for fn in (lambda s: s * 1, lambda s: -s * 1, lambda s: (-s) ** 1):
+        with pytest.raises(OverflowError):
+            tj.jit(fn, backend="reference")(2**70)
 
 
 # ---------------------------------------------------------------- random programs

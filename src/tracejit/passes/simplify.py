@@ -1,12 +1,14 @@
-"""Simplification: common subexpressions and constant folding.
+"""Simplification: common subexpressions, constant folding and algebraic identities.
 
 One round walks the nodes in order, rewriting each with inputs already simplified, so chains
 collapse in a single round; rounds repeat (bounded) until nothing changes, then DCE drops what
 became unused. Every rewrite keeps NumPy's values, dtypes, shapes and weak flags exactly.
 
-An array the caller receives must also stay a fresh array each call, as NumPy's would be: it
-is never replaced by an argument, a constant (the same object every call), another output, or
-a view.
+Two things a graph's values cannot show are kept too. An array the caller receives must be a
+fresh array each call, as NumPy's would be: it is never replaced by an argument, a constant
+(the same object every call), another output, or a view. And a node computing with a Python
+int (an argument, or derived from one: NumPy computes those as unbounded Python ints in some
+ops) keeps its operation, since NumPy raises there if the int does not fit int64.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ import numpy as np
 
 from ..ir import Graph, Kind, Node, Value
 from ..ir.registry import REGISTRY
+from .algebra import rewrite
 from .dce import dce
-from .fold import fold
+from .fold import constant_value, fold
 
 MAX_ROUNDS = 8
 
@@ -96,10 +99,20 @@ class _Round:
         self.defs[node.out] = node
 
     def _rewrite(self, node: Node) -> Value | list[Node] | None:
-        if node.out in self.escaping:
+        if node.out not in self.escaping:
+            folded = fold(node, self.defs.get)
+            if folded is not None:
+                return [folded]
+        if any(self._python_int(v) for v in node.inputs):
             return None
-        folded = fold(node, self.defs.get)
-        return [folded] if folded is not None else None
+        result = rewrite(node, self.defs.get)
+        if isinstance(result, Value) and not self._may_replace(node.out, result):
+            return None
+        return result
+
+    def _python_int(self, v: Value) -> bool:
+        """A run-time Python int (literals were range-checked while tracing)."""
+        return v.type.weak and v.type.dtype.kind == "i" and constant_value(v, self.defs.get) is None
 
     def _may_replace(self, old: Value, new: Value) -> bool:
         if new.type != old.type:

@@ -1,0 +1,151 @@
+"""Algebraic identities that keep NumPy's results bit for bit.
+
+A rule returns an existing value to use instead of the node, a list of new nodes (the last
+defines the node's own output), or None. Each rule only fires where IEEE arithmetic makes the
+result identical for every input (signed zeros, infinities, quiet NaNs with their sign and
+payload) and the replacement has the node's exact type. Signalling NaNs are not preserved
+(``x * 1`` quiets them), as in GCC and LLVM without ``-fsignaling-nans``.
+
+Deliberately absent: ``x + 0.0`` (gives +0.0 for -0.0), ``x - (-0.0)``, complex ``x * 1``
+(``inf * 0`` makes NaN in the cross terms), float ``x ** 3`` as multiplies (two roundings
+instead of one), ``x ** -1`` and float ``x ** 1`` (NumPy calls libm or SVML ``pow``, whose
+rounding and NaN handling vary: float16 drops the NaN sign), ``x ** 0.5`` as ``sqrt``
+(``pow`` gives +0.0 for -0.0 and +inf for -inf; NumPy takes ``sqrt`` only in a fast path that
+depends on the exponent's memory layout) and integer negative powers (NumPy raises).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ..errors import TracejitError
+from ..ir import Node, Value
+from ..ir.registry import REGISTRY
+from .fold import constant_value
+
+Producer = Callable[[Value], Node | None]
+
+
+def _new(op: str, inputs: tuple[Value, ...], attrs: dict, like: Node, out: Value | None = None):
+    """A node for ``op``, or None if its rule rejects it or gives a type other than ``out``'s."""
+    try:
+        t = REGISTRY[op].rule(*(v.type for v in inputs), **attrs)
+    except TracejitError:
+        return None
+    if out is not None and t != out.type:
+        return None
+    return Node(op, inputs, attrs, out if out is not None else Value(t), like.loc)
+
+
+def _as(c, dtype: np.dtype) -> np.ndarray:
+    """The constant as the ufunc loop sees it: cast to the loop (= output) dtype."""
+    with np.errstate(all="ignore"):
+        return np.asarray(c).astype(dtype)
+
+
+def _ones(c, dtype) -> bool:
+    return bool(np.all(_as(c, dtype) == 1))
+
+
+def _zeros(c, dtype, negative: bool) -> bool:
+    """All zero; for floats also all of the given sign (x + -0.0 and x - +0.0 are exact)."""
+    a = _as(c, dtype)
+    return bool(np.all(a == 0)) and (dtype.kind != "f" or bool(np.all(np.signbit(a) == negative)))
+
+
+# op -> (positions the neutral constant may take, its test, dtype kinds where x op c == x)
+_NEUTRAL = {
+    "multiply": ((0, 1), _ones, "biuf"),
+    "add": ((0, 1), lambda c, dt: _zeros(c, dt, negative=True), "biuf"),
+    "subtract": ((1,), lambda c, dt: _zeros(c, dt, negative=False), "iuf"),
+    "true_divide": ((1,), _ones, "f"),
+    "power": ((1,), _ones, "iu"),
+}
+
+
+def _neutral(node: Node, producer: Producer):
+    sides, test, kinds = _NEUTRAL[node.op]
+    t = node.out.type
+    if t.dtype.kind not in kinds:
+        return None
+    for i in sides:
+        x, c = node.inputs[1 - i], constant_value(node.inputs[i], producer)
+        if c is not None and x.type == t and test(c, t.dtype):
+            return x
+    return None
+
+
+def _power(node: Node, producer: Producer):
+    """x**2 -> x*x where NumPy computes exactly that: integers (exact modular products), and
+    float32/float64 with a 0-d exponent (NumPy's loop has that fast path). Integers also
+    x**3, x**4."""
+    x, e = node.inputs
+    c = constant_value(e, producer)
+    kind, dtype = node.out.type.dtype.kind, node.out.type.dtype
+    if c is None or np.ndim(c) != 0 or kind not in "iuf":
+        return _neutral(node, producer)
+    n = _as(c, dtype)[()]
+    if n == 2 and (kind in "iu" or dtype in (np.float32, np.float64)):
+        new = _new("multiply", (x, x), {}, node, node.out)
+        return [new] if new else None
+    if n in (3, 4) and kind in "iu":
+        sq = _new("multiply", (x, x), {}, node)
+        if sq is None:
+            return None
+        last = _new("multiply", (sq.out, x if n == 3 else sq.out), {}, node, node.out)
+        return [sq, last] if last else None
+    return _neutral(node, producer)
+
+
+def _negative(node: Node, producer: Producer):
+    inner = producer(node.inputs[0])
+    if inner is not None and inner.op == "negative" and inner.inputs[0].type == node.out.type:
+        return inner.inputs[0]
+    return None
+
+
+def _transpose(node: Node, producer: Producer):
+    x, perm = node.inputs[0], node.attrs["perm"]
+    if tuple(perm) == tuple(range(len(perm))):
+        return x if x.type == node.out.type else None
+    inner = producer(x)
+    if inner is None or inner.op != "transpose":
+        return None
+    composed = tuple(inner.attrs["perm"][p] for p in perm)
+    new = _new("transpose", inner.inputs, {"perm": composed}, node, node.out)
+    return [new] if new else None
+
+
+def _reshape(node: Node, producer: Producer):
+    x, shape = node.inputs[0], tuple(node.attrs["shape"])
+    if shape == x.type.shape:
+        return x if x.type == node.out.type else None
+    inner = producer(x)
+    if inner is None or inner.op != "reshape":
+        return None
+    new = _new("reshape", inner.inputs, {"shape": shape}, node, node.out)
+    return [new] if new else None
+
+
+def _same_type(node: Node, producer: Producer):
+    """``broadcast_to`` its own shape, ``convert`` to its own dtype (strong values only)."""
+    x = node.inputs[0]
+    return x if x.type == node.out.type else None
+
+
+RULES: dict[str, Callable[[Node, Producer], Value | list[Node] | None]] = {
+    **dict.fromkeys(_NEUTRAL, _neutral),
+    "power": _power,
+    "negative": _negative,
+    "transpose": _transpose,
+    "reshape": _reshape,
+    "broadcast_to": _same_type,
+    "convert": _same_type,
+}
+
+
+def rewrite(node: Node, producer: Producer) -> Value | list[Node] | None:
+    rule = RULES.get(node.op)
+    return rule(node, producer) if rule else None
