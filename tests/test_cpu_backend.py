@@ -142,3 +142,15 @@ def test_small_k_matmul_fuses_with_its_epilogue():
     assert [k.kind for k in ks] == ["loop", "library"]  # K=2 unrolled; K=30 goes to BLAS
     assert [n.op for n in ks[0].nodes] == ["matmul", "add", "tanh"]
     check(layer, x, w1, b1, w2, rtol=1e-5)
+
+
+def log_softmax(x):
+    s = x - x.max(axis=1, keepdims=True)
+    return s - np.log(np.exp(s).sum(axis=1, keepdims=True))
+
+
+@pytest.mark.parametrize("fn", [log_softmax, logsumexp], ids=lambda f: f.__name__)
+def test_per_row_values_stay_in_the_row_kernel(fn):
+    (k,) = [k for k in kernels(fn, X) if k.kind == "loop"]
+    assert "log" in [n.op for n in k.nodes]  # log of the row sum, computed once per row
+    check(fn, X)

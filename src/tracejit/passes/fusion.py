@@ -38,6 +38,16 @@ class Kernel:
     def reductions(self) -> list[Node]:
         return [n for n in self.nodes if n.op in LOOP_REDUCTIONS]
 
+    def row_shape(self) -> tuple[int, ...] | None:
+        """Shape of per-row values (the reductions' keepdims shape) in a row kernel."""
+        if self.rows is None:
+            return None
+        return tuple(1 if d in self.rows else s for d, s in enumerate(self.shape))
+
+    def is_row_level(self, node: Node) -> bool:
+        """An elementwise node computed once per row, between phases (log of a row sum)."""
+        return node.op not in LOOP_REDUCTIONS and node.out.type.shape != self.shape
+
     def row_axes(self) -> tuple[int, ...] | None:
         """The trailing axes all reductions share, if they share one non-empty suffix."""
         axes = {n.attrs["axis"] for n in self.reductions}
@@ -72,8 +82,10 @@ def fuse(graph: Graph, fusible: Callable[[Node], bool] = lambda n: True) -> list
         if shape is not None:
             for k in range(len(kernels) - 1, -1, -1):
                 kern = kernels[k]
-                if kern.kind == "loop" and kern.shape == shape and _can_join(node, kern, k, home,
-                                                                             reduced):
+                if kern.kind == "loop" and (
+                    (kern.shape == shape and _can_join(node, kern, k, home, reduced))
+                    or _joins_as_row_level(node, kern, k, home, reduced)
+                ):
                     target = k
                     break
                 if any(home.get(v) == k for v in node.inputs):
@@ -90,6 +102,25 @@ def fuse(graph: Graph, fusible: Callable[[Node], bool] = lambda n: True) -> list
             reduced.add(node.out)
     _wire(graph, kernels, home)
     return kernels
+
+
+def _joins_as_row_level(node: Node, kern: Kernel, k: int, home: dict[Value, int],
+                        reduced: set[Value]) -> bool:
+    """A per-row elementwise node of a row kernel: its inputs are this kernel's reductions
+    or per-row values, or come from earlier kernels."""
+    row_shape = kern.row_shape()
+    if row_shape is None or node.op in LOOP_REDUCTIONS or node.out.type.shape != row_shape:
+        return False
+    if REGISTRY[node.op].kind is not Kind.ELEMENTWISE or not row_shape or 1 not in row_shape:
+        return False
+    for v in node.inputs:
+        src = home.get(v)
+        if src is None or src < k:
+            continue
+        if src == k and (v in reduced or v.type.shape == row_shape):
+            continue
+        return False
+    return True
 
 
 def _can_join(node: Node, kern: Kernel, k: int, home: dict[Value, int],

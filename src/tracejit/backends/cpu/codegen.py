@@ -51,6 +51,8 @@ SMALL_K = 16  # matmuls contracting at most this many terms are unrolled into lo
 def fusible(node: Node) -> bool:
     if not all(_numba_dtype(v.type.dtype) for v in (*node.inputs, node.out)):
         return False
+    if node.out.type.ndim == 0 and node.op not in LOOP_REDUCTIONS:
+        return False  # scalar arithmetic: NumPy takes a microsecond, a compile 0.2 s
     if node.op == "matmul":
         a, b = (v.type for v in node.inputs)
         return (a.ndim == b.ndim == 2 and a.shape[1] <= SMALL_K and node.out.type.dtype.kind == "f"
@@ -237,8 +239,9 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
                 if kshape != node.out.type.shape:
                     post.append(f"{name} = {name}.reshape({node.out.type.shape})")
             else:
-                pre.append(f"{name} = np.empty({shape}, {T})")
-                if shape != node.out.type.shape:
+                alloc = node.out.type.shape if kern.is_row_level(node) else shape
+                pre.append(f"{name} = np.empty({alloc or (1,)}, {T})")
+                if alloc != node.out.type.shape or not alloc:
                     post.append(f"{name} = {name}.reshape({node.out.type.shape})")
 
     def expr(node: Node) -> str:
@@ -258,12 +261,14 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
             mod.math.add(ops.math_function(node.op, dts[0]))
         return ops.template(node.op, dts[:-1]).format(*args)
 
+    row_level = [n for n in kern.nodes if kern.is_row_level(n)]
+
     def compute(sinks: list[Node], done: set[Value]) -> list[str]:
         """Statements computing ``sinks`` from the kernel's values (recomputing cheap
         elementwise nodes a later phase needs again)."""
         lines: list[str] = []
         for node in kern.nodes:
-            if node.out in done or not _needed(node, sinks, kern):
+            if node.out in done or node in row_level or not _needed(node, sinks, kern):
                 continue
             done.add(node.out)
             T = _typename(node.out.type.dtype)
@@ -292,19 +297,29 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
         indent += "    "
     n_phases = max(phase.values(), default=0) + 1
     done: set[Value] = set()
+    row_index = ", ".join("0" if d >= split else f"i{d}" for d in range(nd))
     for p in range(n_phases):
-        sinks = [n for n in kern.nodes if phase[n.out] == p and
+        for n in row_level:  # per-row values this phase uses, from earlier phases' results
+            if phase[n.out] == p:
+                T = _typename(n.out.type.dtype)
+                src.append(f"{indent}{ref[n.out]} = {T}({expr(n)})  # {n.op}")
+                if n.out in kern.outputs:
+                    src.append(f"{indent}o{kern.nodes.index(n)}[{row_index}] = {ref[n.out]}")
+        sinks = [n for n in kern.nodes if phase[n.out] == p and n not in row_level and
                  (n.op in LOOP_REDUCTIONS or n.out in kern.outputs)]
         if not scatter:
             for n in sinks:
                 if n.op in LOOP_REDUCTIONS:
                     T = _typename(n.out.type.dtype)
                     src.append(f"{indent}{ref[n.out]} = {T}({_literal(_identity(n))})")
+        if not sinks:
+            continue
         inner = indent
         for d in range(split, nd):
             src.append(f"{inner}for i{d} in range({shape[d]}):")
             inner += "    "
         done_inner = {v for v in done if v in ref and _is_reduction(v, kern)}
+        done_inner |= {n.out for n in row_level}
         src += [f"{inner}{line}" for line in compute(sinks, done_inner)]
         done |= {n.out for n in sinks if n.op in LOOP_REDUCTIONS}
         if not scatter:
