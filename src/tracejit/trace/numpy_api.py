@@ -1004,6 +1004,9 @@ def take(a, indices, axis=None, out=None, mode="raise"):
             bind("minimum", bind("maximum", indices, 0), n - 1)
     elif mode != "raise":
         raise ShapeError(f"clipmode must be one of 'clip', 'raise', or 'wrap' (got {mode!r})")
+    out_shape = t.shape[:axis] + aval(indices).shape + t.shape[axis + 1:]
+    if math.prod(out_shape) == 0:  # NumPy's take checks no index when it gathers nothing
+        return bind("full", shape=out_shape, dtype=t.dtype, value=0)
     return gather(a, [indices], axis)
 
 
