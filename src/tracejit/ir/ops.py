@@ -45,7 +45,6 @@ def _weak_result(types, dtype: np.dtype) -> bool:
 
 def ufunc_rule(ufunc: np.ufunc):
     def rule(*types: TensorType) -> TensorType:
-        shape = broadcast_shapes(*types)
         all_weak = all(t.weak for t in types)
         operands = tuple(t.dtype if all_weak else t.promotion_operand() for t in types)
         try:
@@ -56,7 +55,8 @@ def ufunc_rule(ufunc: np.ufunc):
                 f"numpy.{ufunc.__name__} has no loop for inputs ({names}): {e}",
                 hint="convert the operands with .astype(...) to a dtype this function accepts",
             ) from None
-        return TensorType(shape, dtype, _weak_result(types, dtype))
+        # NumPy resolves the loop before broadcasting: a dtype error wins over a shape error
+        return TensorType(broadcast_shapes(*types), dtype, _weak_result(types, dtype))
 
     return rule
 
