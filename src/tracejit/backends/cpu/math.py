@@ -17,19 +17,19 @@ caller's ``error_model`` does not matter.
 
 Accuracy against NumPy / SciPy (``bench/ulp_report.py`` measures it): within 4 ULP,
 with the same special values (NaN, +-inf, signed zeros; subnormal results where NumPy
-rounds them, not flushes). sin, cos, tan, erf and power in float32 evaluate the
-float64 version and round, which is nearly correctly rounded; the others have native
-float32 versions. sin, cos and tan reduce their argument with a four-part Cody-Waite
-split of pi/2, exact for ``|x| < TRIG_MAX = 2**20 * pi/2`` (about 1.6e6); beyond that
-they return NaN rather than a wrong number (NumPy is exact there), so a caller that
-may see larger arguments must fall back to NumPy. (A Payne-Hanek reduction with a
-table of 2/pi, exact for every float32, measured 2x slower on Zen 4 because of the
-gathers.)
+rounds them, not flushes). erf and power in float32 evaluate the float64 version and
+round, sin, cos and tan work in double; the others have native float32 versions.
+sin, cos and tan reduce their argument with a Cody-Waite split of pi/2 (four parts
+for float64, two for float32), exact for ``|x| < TRIG_MAX = 2**20 * pi/2`` (about
+1.6e6); beyond that they return NaN rather than a wrong number (NumPy is exact
+there), so a caller that may see larger arguments must fall back to NumPy. (A
+Payne-Hanek reduction with a table of 2/pi, exact for every float32, measured several
+times slower on Zen 4 because of the gathers.)
 
 Polynomials are Chebyshev fits (near-minimax, computed with mpmath at 50 digits) of
 the stated remainder function on the stated interval, coefficients highest degree
-first. Constants named ``*_HI``/``*_LO`` are splits whose high part has enough
-trailing zero bits that multiplying it by the reduced integer is exact.
+first. Constants split as hi + lo have a high part with enough trailing zero bits
+that multiplying it by the reduced integer is exact.
 """
 
 import numpy as np
@@ -523,6 +523,51 @@ def tan_f64(x):
     return x if x == 0.0 else (res if abs(x) < TRIG_MAX else _NAN)
 
 
+# float32 arguments: the same scheme in double with two Cody-Waite parts (enough for
+# float32 inputs below TRIG_MAX) and kernels fitted to 2**-35, about half the work.
+_SIN_F32 = (
+    2.7249893800634184e-06, -0.00019840086488564262, 0.008333331874253296,
+    -0.16666666663854116,
+)
+_COS_F32 = (
+    -2.7300932493710444e-07, 2.480060017115865e-05, -0.0013888887671635462,
+    0.04166666666432022,
+)
+_NAN32 = np.float32(np.nan)
+
+
+@inline
+def _sin_cos_f32(x):
+    xd = np.float64(x)
+    t = _madd(xd, 0.6366197723675814, 6755399441055744.0)
+    nf = t - 6755399441055744.0
+    r = _madd(nf, -6.077100506506192e-11, _madd(nf, -1.5707963267341256, xd))
+    z = r * r
+    s = _madd(r * z, _horner(z, _SIN_F32), r)
+    c = _madd(z * z, _horner(z, _COS_F32), 1.0 - 0.5 * z)
+    return (_cast_bits(t) - np.int64(0x4338000000000000)) & 3, s, c
+
+
+@inline
+def sin_f32(x):
+    q, s, c = _sin_cos_f32(x)
+    return x if x == 0 else (np.float32(_sin_q(q, s, c)) if abs(x) < TRIG_MAX else _NAN32)
+
+
+@inline
+def cos_f32(x):
+    q, s, c = _sin_cos_f32(x)
+    return np.float32(_cos_q(q, s, c)) if abs(x) < TRIG_MAX else _NAN32
+
+
+@inline
+def tan_f32(x):
+    q, s, c = _sin_cos_f32(x)
+    odd = (q & 1) == 1
+    res = np.float32(_div(-c if odd else s, s if odd else c))
+    return x if x == 0 else (res if abs(x) < TRIG_MAX else _NAN32)
+
+
 # ---------------------------------------------------------------- power
 
 # log(m) = 2s + (2/3)s^3 + s^5 U(s^2), s = f/(2+f), fitted on [0, 0.1716^2].
@@ -638,9 +683,6 @@ def _via_f64(f64):
     return f
 
 
-sin_f32 = _via_f64(sin_f64)
-cos_f32 = _via_f64(cos_f64)
-tan_f32 = _via_f64(tan_f64)
 erf_f32 = _via_f64(erf_f64)
 
 
