@@ -20,6 +20,15 @@ def backend(request) -> str:
     return request.param
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_disk_cache(tmp_path_factory):
+    """Compiled kernels go to a temporary cache, not the user's ~/.cache/tracejit."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TRACEJIT_CACHE_DIR", str(tmp_path_factory.mktemp("tracejit-cache")))
+    yield
+    mp.undo()
+
+
 @pytest.fixture(autouse=True)
 def _quiet_numpy():
     with np.errstate(all="ignore"):

@@ -1,5 +1,11 @@
-"""Backends compile an optimised graph into an executable: ``compile(graph) -> callable``
-taking the flattened input leaves and returning the list of output arrays."""
+"""Backends compile an optimised graph into an executable.
+
+Each backend module has ``compile(graph, profile=False) -> run``, where ``run(*leaves)``
+takes the flattened input leaves and returns the list of outputs; with ``profile`` the
+runner describes its steps in ``run.steps`` and reports each step's time to
+``record(step, seconds)`` (see ``profiler.py``); ``profiled(graph, run)`` builds that
+variant for an already compiled runner. ``source(graph)`` is what ``lower().source`` shows.
+"""
 
 from __future__ import annotations
 

@@ -11,13 +11,13 @@ so a user can read what runs; ``run`` is the single entry point.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from ...ir import Graph, Node, Value
 from ...ir.registry import REGISTRY
 from ...passes.fusion import LOOP_REDUCTIONS, Kernel, fuse
+from ...profiler import StepInfo
 from . import ops, threads
 
 threads.configure()  # before any generated kernel makes Numba start its thread pool
@@ -101,16 +101,6 @@ class _Module:
         if v not in self.names:
             self.names[v] = f"t{len(self.names)}"
         return self.names[v]
-
-
-@dataclass(frozen=True)
-class StepInfo:
-    """What the profiler reports for one step of the runner."""
-
-    name: str  # kernel3 / lib4
-    ops: str  # the ops it computes
-    location: object  # SourceLocation of its first node
-    nbytes: int  # bytes read from its inputs plus bytes written to its outputs
 
 
 def generate(graph: Graph, profile: bool = False) -> tuple[str, dict]:
