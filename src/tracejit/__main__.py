@@ -7,6 +7,7 @@ tutorial (5000 points, 2 -> 1000 tanh -> 2 softmax, float32), written in plain N
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import time
 
@@ -49,10 +50,34 @@ def _time(fn, *args, repeat: int) -> float:
     return best
 
 
+def run_backend(backend: str, params, X, y, show_ir: bool) -> None:
+    step = tracejit.jit(loss_and_accuracy, backend=backend)
+    t0 = time.perf_counter()
+    loss, acc = step(params, X, y, 0.01)
+    first = time.perf_counter() - t0
+    ref_loss, _ = loss_and_accuracy(params, X, y, 0.01)
+    lowered = step.lower(params, X, y, 0.01)
+    tag = f"[cpu/{backend}]"
+    kernels = lowered.source.count("def kernel")
+    what = f"{kernels} fused Numba kernels" if kernels else "NumPy interprets the IR"
+    print(f"\n{tag} first call (trace + passes + compile + run): {first:.3f} s; "
+          f"{len(lowered.graph.nodes)} IR nodes traced, {what}")
+    print(f"{tag} loss={loss:.6f} accuracy={acc:.3f}   "
+          f"|loss - NumPy's| = {abs(float(loss) - float(ref_loss)):.1e}")
+    t_jit = _time(step, params, X, y, 0.01, repeat=20)
+    t_np = _time(loss_and_accuracy, params, X, y, 0.01, repeat=20)
+    print(f"{tag} cached call: {t_jit * 1e3:.2f} ms   NumPy eager: {t_np * 1e3:.2f} ms   "
+          f"(tracejit takes {t_jit / t_np:.2f}x NumPy's time)")
+    if show_ir:
+        print(f"\n{lowered.optimized_ir}" if not kernels else f"\n{lowered.source}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m tracejit", description=__doc__)
-    parser.add_argument("--backend", default=None, choices=tracejit.available_backends())
-    parser.add_argument("--show-ir", action="store_true", help="print the traced IR")
+    parser.add_argument("--backend", action="append", choices=tracejit.available_backends(),
+                        help="backend(s) to run (default: all)")
+    parser.add_argument("--show", action="store_true",
+                        help="print the optimised IR / generated source")
     args = parser.parse_args()
 
     rng = np.random.default_rng(0)
@@ -63,36 +88,12 @@ def main() -> None:
         "W2": (rng.standard_normal((1000, 2)) / np.sqrt(1000)).astype(np.float32),
         "b2": np.zeros(2, np.float32),
     }
-    step = tracejit.jit(loss_and_accuracy, backend=args.backend)
-    backend = step._backend
-
     print(f"tracejit {tracejit.__version__} | numpy {np.__version__} | "
-          f"Python {platform.python_version()} | {platform.machine()}")
-    print(f"backends available: {', '.join(tracejit.available_backends())}; "
-          "no CUDA backend in this version, so everything runs on the CPU")
+          f"Python {platform.python_version()} | {platform.machine()}, {os.cpu_count()} cores")
+    print("devices: cpu (no CUDA backend in this version, so everything runs on the CPU)")
     print("workload: two-moons net forward + loss, X f32[5000,2] -> 1000 tanh -> 2 softmax")
-
-    t0 = time.perf_counter()
-    loss, acc = step(params, X, y, 0.01)
-    first = time.perf_counter() - t0
-    ref_loss, ref_acc = loss_and_accuracy(params, X, y, 0.01)
-    lowered = step.lower(params, X, y, 0.01)
-    n_nodes = len(lowered.graph.nodes)
-    print(f"\n[cpu/{backend}] first call (trace + verify + compile + run): {first * 1e3:.1f} ms, "
-          f"{n_nodes} IR nodes")
-    print(f"[cpu/{backend}] loss={loss:.6f} accuracy={acc:.3f}   "
-          f"NumPy: loss={ref_loss:.6f} accuracy={ref_acc:.3f}   "
-          f"|diff|={abs(float(loss) - float(ref_loss)):.2e}")
-
-    t_jit = _time(step, params, X, y, 0.01, repeat=20)
-    t_np = _time(loss_and_accuracy, params, X, y, 0.01, repeat=20)
-    print(f"[cpu/{backend}] cached call: {t_jit * 1e3:.2f} ms   "
-          f"NumPy eager: {t_np * 1e3:.2f} ms   (ratio {t_jit / t_np:.2f}x)")
-    print(f"cache: {step.cache_info()}")
-    if args.show_ir:
-        print("\n" + lowered.ir)
-    else:
-        print("\n(run with --show-ir to print the traced IR)")
+    for backend in args.backend or tracejit.available_backends():
+        run_backend(backend, params, X, y, args.show)
 
 
 if __name__ == "__main__":
