@@ -7,10 +7,14 @@ for the exponent and selects instead of branches, so that after inlining a plain
 ``for i in range(n): out[i] = f(x[i])`` loop vectorises (``<16 x float>`` on AVX-512).
 
 Use: ``MATH[op][dtype_name]`` is the function for that op and dtype, e.g.
-``MATH["exp"]["float32"] is exp_f32``; ``power`` takes two arguments. The generated
-code calls it on values already cast to the op's result dtype (float32 or float64),
-and must be compiled without ``fastmath`` (the functions are inlined, so the caller's
-flags apply): the algorithms rely on IEEE semantics (NaN propagation, exact
+``MATH["exp"]["float32"] is exp_f32``; each is also a module attribute named
+``<op>_f32`` / ``<op>_f64`` (``pow_*`` for ``power``, which takes two arguments) for
+generated source to import. Ops: exp exp2 expm1 log log2 log10 log1p tanh sigmoid
+sin cos tan erf sinh cosh arctan power. They are Numba functions inlined into the
+caller (``inline="always"``: LLVM must see the whole loop body to vectorise it). The
+generated code calls them on values already cast to the op's result dtype (float32 or
+float64), and must be compiled without ``fastmath`` (inlined code takes the caller's
+flags): the algorithms rely on IEEE semantics (NaN propagation, exact
 Cody-Waite products, error-free transformations), and with ``fastmath=True`` exp
 returns garbage for NaN and infinities. Division goes through an intrinsic, so the
 caller's ``error_model`` does not matter.
