@@ -95,6 +95,7 @@ _madd = _llvm_ternary("llvm.fmuladd")
 # a*b+c with one rounding, always: the error-free products of pow and erf need it.
 _fma = _llvm_ternary("llvm.fma")
 
+
 @intrinsic
 def _horner(typingctx, x, c):
     """c[0]*x**(n-1) + ... + c[n-1] by Horner's rule with fmuladd, unrolled when compiled.
@@ -116,23 +117,23 @@ def _horner(typingctx, x, c):
     return x(x, c), codegen
 
 
-inline = njit(inline="always")
+_inline = njit(inline="always")
 
 
-@inline
+@_inline
 def _two_prod(a, b):
     p = a * b
     return p, _fma(a, b, -p)
 
 
-@inline
+@_inline
 def _two_sum(a, b):
     s = a + b
     bb = s - a
     return s, (a - (s - bb)) + (b - bb)
 
 
-@inline
+@_inline
 def _fast_two_sum(a, b):
     """Exact sum as hi + lo, valid when |a| >= |b|."""
     s = a + b
@@ -244,22 +245,22 @@ def _make(ft):
     atan_mid, atan_big = ft(0.66), ft(np.sqrt(2) + 1)
     ln2 = ft(np.log(2.0))
 
-    @inline
+    @_inline
     def pow2(n):
         """2**n for an integer n in the normal exponent range."""
         return _cast_bits(it((n + bias) << mant))
 
-    @inline
+    @_inline
     def scale(p, n):
         """p * 2**n, rounded once even when the result is subnormal or overflows."""
         n1 = it(n >> 1)
         return p * pow2(n1) * pow2(it(n - n1))
 
-    @inline
+    @_inline
     def expm1_poly(r):
         return _madd(r * r, _madd(r, _horner(r, em_poly), half), r)
 
-    @inline
+    @_inline
     def reduce_ln2(x):
         """x = n*ln2 + r with |r| <= ln2/2 (x already clamped)."""
         t = _madd(x, log2e, shifter)
@@ -267,14 +268,14 @@ def _make(ft):
         r = _madd(nf, -ln2_hi, x)  # exact, fused or not
         return it(_cast_bits(t) - shifter_bits), _madd(nf, -ln2_lo, r)
 
-    @inline
+    @_inline
     def exp(x):
         xc = exp_hi if x > exp_hi else x
         xc = exp_lo if xc < exp_lo else xc
         n, r = reduce_ln2(xc)
         return scale(one + expm1_poly(r), n)
 
-    @inline
+    @_inline
     def exp2(x):
         xc = exp2_hi if x > exp2_hi else x
         xc = exp2_lo if xc < exp2_lo else xc
@@ -283,7 +284,7 @@ def _make(ft):
         n = it(_cast_bits(t) - shifter_bits)
         return scale(one + expm1_poly((xc - nf) * ln2), n)
 
-    @inline
+    @_inline
     def expm1(x):
         xc = exp_hi if x > exp_hi else x
         xc = expm1_lo if xc < expm1_lo else xc
@@ -293,7 +294,7 @@ def _make(ft):
         res = _madd(e, s, s - one) if n < mant else scale(one + e, n) - one
         return x if x == zero else res
 
-    @inline
+    @_inline
     def log_reduce(x):
         """x = 2**k * (1 + f) with 1 + f in [sqrt(1/2), sqrt(2)), x > 0 and finite."""
         sub = x < tiny
@@ -304,7 +305,7 @@ def _make(ft):
         m = _cast_bits(it(it(ix & mant_mask) + sqrt_half_bits))
         return k, m - one
 
-    @inline
+    @_inline
     def log1p_parts(f):
         """log(1+f) = f - hfsq + tail, the three parts kept apart for extra precision."""
         s = _div(f, two + f)
@@ -312,13 +313,13 @@ def _make(ft):
         hfsq = half * f * f
         return hfsq, s * (hfsq + z * _horner(z, lg_poly))
 
-    @inline
+    @_inline
     def log_special(x, res):
         res = x if x == inf else res
         res = -inf if x == zero else res
         return nan if (x < zero or x != x) else res
 
-    @inline
+    @_inline
     def log(x):
         k, f = log_reduce(x)
         kf = ft(k)
@@ -326,7 +327,7 @@ def _make(ft):
         res = kf * ln2_hi - ((hfsq - (tail + kf * ln2_lo)) - f)
         return log_special(x, res)
 
-    @inline
+    @_inline
     def log_hi_lo(x):
         """log(x) = k*ln2 + hi + lo, hi with few enough bits that hi*ivln2[0] is exact."""
         k, f = log_reduce(x)
@@ -334,7 +335,7 @@ def _make(ft):
         hi = _cast_bits(it(_cast_bits(f - hfsq) & hi_mask))
         return ft(k), hi, (f - hi) - hfsq + tail
 
-    @inline
+    @_inline
     def log2(x):
         kf, hi, lo = log_hi_lo(x)
         val_hi = hi * ivln2[0]
@@ -343,7 +344,7 @@ def _make(ft):
         val_lo += (kf - w) + val_hi
         return log_special(x, val_lo + w)
 
-    @inline
+    @_inline
     def log10(x):
         kf, hi, lo = log_hi_lo(x)
         val_hi = hi * ivln10[0]
@@ -353,7 +354,7 @@ def _make(ft):
         val_lo += kf * log10_2[1] + ((y - w) + val_hi)
         return log_special(x, val_lo + w)
 
-    @inline
+    @_inline
     def log1p(x):
         u = one + x
         k, f = log_reduce(u)
@@ -366,7 +367,11 @@ def _make(ft):
         res = -inf if x == -one else res
         return nan if (x < -one or x != x) else res
 
-    @inline
+    @_inline
+    def copysign(mag, sgn):
+        return _cast_bits(it(_cast_bits(mag) | it(_cast_bits(sgn) & sign_mask)))
+
+    @_inline
     def exp_parts(a):
         """expm1(a) (for a < hyp_cut) and exp(a)/2 (overflowing only where it does)."""
         xc = exp_hi + one if a > exp_hi + one else a
@@ -375,21 +380,21 @@ def _make(ft):
         s = pow2(n if n < mant else mant)
         return _madd(e, s, s - one), scale(one + e, it(n - 1))
 
-    @inline
+    @_inline
     def sinh(x):
         a = abs(x)
         em, h = exp_parts(a)
         small = half * (em + _div(em, em + one))
         return copysign(small if a < hyp_cut else h, x)
 
-    @inline
+    @_inline
     def cosh(x):
         a = abs(x)
         em, h = exp_parts(a)
         res = h + _div(quarter, h)
         return one + _div(em * em, two * (one + em)) if a < half * ln2 else res
 
-    @inline
+    @_inline
     def arctan(x):
         a = abs(x)
         mid = a > atan_mid
@@ -400,11 +405,7 @@ def _make(ft):
         y_lo = (pio2[1] if big else pio4[1]) if mid else zero
         return copysign(y_hi + (t + _madd(t * z, _horner(z, atan_poly), y_lo)), x)
 
-    @inline
-    def copysign(mag, sgn):
-        return _cast_bits(it(_cast_bits(mag) | it(_cast_bits(sgn) & sign_mask)))
-
-    @inline
+    @_inline
     def tanh(x):
         a = abs(x)
         z = x * x
@@ -412,7 +413,7 @@ def _make(ft):
         big = one - _div(two, exp(two * a) + one)
         return copysign(small if a < tanh_cut else big, x)  # small keeps its sign but -0
 
-    @inline
+    @_inline
     def sigmoid(x):
         t = exp(-abs(x))
         return _div(one if x >= zero else t, one + t)
@@ -461,7 +462,7 @@ _COS = (
 TRIG_MAX = 2.0**20 * 1.5707963267948966
 
 
-@inline
+@_inline
 def _trig_reduce(x):
     """x = n*pi/2 + (hi + lo), |hi| <= pi/4, for |x| < TRIG_MAX."""
     t = _madd(x, 0.6366197723675814, 6755399441055744.0)
@@ -475,51 +476,51 @@ def _trig_reduce(x):
     return n, hi, lo
 
 
-@inline
+@_inline
 def _sin_kernel(hi, lo, z):
     return hi + _madd(z * hi, _horner(z, _SIN), lo * (1.0 - 0.5 * z))
 
 
-@inline
+@_inline
 def _cos_kernel(hi, lo, z):
     hz = 0.5 * z
     w = 1.0 - hz
     return w + (((1.0 - w) - hz) + _madd(z * z, _horner(z, _COS), -hi * lo))
 
 
-@inline
+@_inline
 def _sin_cos(x):
     n, hi, lo = _trig_reduce(x)
     z = hi * hi
     return n & 3, _sin_kernel(hi, lo, z), _cos_kernel(hi, lo, z)
 
 
-@inline
+@_inline
 def _sin_q(q, s, c):
     """sin(x) from sin and cos of the reduced argument in quadrant q."""
     res = s if (q & 1) == 0 else c
     return -res if q >= 2 else res
 
 
-@inline
+@_inline
 def _cos_q(q, s, c):
     res = c if (q & 1) == 0 else s
     return -res if (q == 1 or q == 2) else res
 
 
-@inline
+@_inline
 def sin_f64(x):
     q, s, c = _sin_cos(x)
     return x if x == 0.0 else (_sin_q(q, s, c) if abs(x) < TRIG_MAX else _NAN)
 
 
-@inline
+@_inline
 def cos_f64(x):
     q, s, c = _sin_cos(x)
     return _cos_q(q, s, c) if abs(x) < TRIG_MAX else _NAN
 
 
-@inline
+@_inline
 def tan_f64(x):
     q, s, c = _sin_cos(x)
     odd = (q & 1) == 1
@@ -540,7 +541,7 @@ _COS_F32 = (
 _NAN32 = np.float32(np.nan)
 
 
-@inline
+@_inline
 def _sin_cos_f32(x):
     xd = np.float64(x)
     t = _madd(xd, 0.6366197723675814, 6755399441055744.0)
@@ -552,19 +553,19 @@ def _sin_cos_f32(x):
     return (_cast_bits(t) - np.int64(0x4338000000000000)) & 3, s, c
 
 
-@inline
+@_inline
 def sin_f32(x):
     q, s, c = _sin_cos_f32(x)
     return x if x == 0 else (np.float32(_sin_q(q, s, c)) if abs(x) < TRIG_MAX else _NAN32)
 
 
-@inline
+@_inline
 def cos_f32(x):
     q, s, c = _sin_cos_f32(x)
     return np.float32(_cos_q(q, s, c)) if abs(x) < TRIG_MAX else _NAN32
 
 
-@inline
+@_inline
 def tan_f32(x):
     q, s, c = _sin_cos_f32(x)
     odd = (q & 1) == 1
@@ -582,7 +583,7 @@ _POW_LG = (
 _TWO52 = 4503599627370496.0
 
 
-@inline
+@_inline
 def _log2_dd(ax):
     """log2(ax) as hi + lo, about 2**-66 relative: for ax > 0 finite."""
     k, f = _log_reduce(ax)
@@ -607,7 +608,7 @@ def _log2_dd(ax):
     return _fast_two_sum(t_hi, t_lo + m_lo)
 
 
-@inline
+@_inline
 def pow_f64(x, y):
     ax = abs(x)
     ay = abs(y)
@@ -659,7 +660,7 @@ _ERFC = (
 )
 
 
-@inline
+@_inline
 def erf_f64(x):
     a = abs(x)
     small = x + x * _horner(x * x, _ERF_SMALL)
@@ -677,20 +678,12 @@ def erf_f64(x):
 # ---------------------------------------------------------------- float32 via float64
 
 
-def _via_f64(f64):
-    f32, f64_ = np.float32, np.float64
-
-    @inline
-    def f(x):
-        return f32(f64(f64_(x)))
-
-    return f
+@_inline
+def erf_f32(x):
+    return np.float32(erf_f64(np.float64(x)))
 
 
-erf_f32 = _via_f64(erf_f64)
-
-
-@inline
+@_inline
 def pow_f32(x, y):
     return np.float32(pow_f64(np.float64(x), np.float64(y)))
 
