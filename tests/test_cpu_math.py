@@ -13,8 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("numba")
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import ulp_report  # noqa: E402
 
