@@ -45,14 +45,15 @@ _FLOAT = {
     "arctan2": "np.arctan2({0}, {1})", "hypot": "np.hypot({0}, {1})",
     "logaddexp": "np.logaddexp({0}, {1})",
 }
-for _name in ("sqrt cbrt sin cos tan arcsin arccos arctan sinh cosh arcsinh arccosh arctanh "
+for _name in ("sqrt cbrt sin cos tan arcsin arccos arcsinh arccosh arctanh "
               "floor ceil trunc rint").split():
     _FLOAT[_name] = f"np.{_name}({{0}})"
 
 # Ops computed by the vectorisable functions of backends/cpu/math.py (``exp_f32`` ...):
 # Numba's own np.exp & co. call scalar libm and stop the loop from vectorising. Trig stays
 # on libm: the fast versions are exact only for |x| < ~1.6e6.
-VECTOR_MATH = {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh", "power"}
+VECTOR_MATH = {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh", "power",
+               "sinh", "cosh", "arctan"}
 
 
 def math_function(op: str, dtype: np.dtype) -> str:
