@@ -25,9 +25,19 @@ threads.configure()  # before any generated kernel makes Numba start its thread 
 _IDENTITY = {"sum": 0, "prod": 1, "any": False, "all": True}
 
 
+_COMPARISONS = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}
+
+
 def loop_dtypes(node: Node) -> tuple[np.dtype, ...] | None:
     """(input dtypes the op computes in..., output dtype)."""
     types = [v.type for v in node.inputs]
+    if node.op in _COMPARISONS and any(t.weak and t.dtype.kind == "i" for t in types):
+        # NumPy compares with a Python int exactly, even one outside the array's dtype
+        # (int32_array == 2**40 is False): compare in int64, which holds both sides.
+        if all(t.dtype.kind in "bi" or (t.dtype.kind == "u" and t.dtype.itemsize < 8)
+               for t in types):
+            i64 = np.dtype(np.int64)
+            return (i64, i64, np.dtype(bool))
     if node.op == "where":
         out = node.out.type.dtype
         return (np.dtype(bool), out, out, out)
@@ -249,7 +259,12 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
             return args[0]
         if node.op in ops.VECTOR_MATH and dts[0].kind == "f":
             mod.math.add(ops.math_function(node.op, dts[0]))
-        return ops.template(node.op, dts[:-1]).format(*args)
+        text = ops.template(node.op, dts[:-1]).format(*args)
+        if node.op == "power" and dts[0].kind == "f" and node.inputs[1].type.ndim == 0:
+            # NumPy's power loop takes sqrt for a broadcast exponent of 0.5 (-0.0 -> -0.0,
+            # -inf -> nan, where pow gives +0.0 and +inf)
+            text = f"(np.sqrt({args[0]}) if {args[1]} == 0.5 else {text})"
+        return text
 
     row_level = [n for n in kern.nodes if kern.is_row_level(n)]
 

@@ -12,12 +12,16 @@ import numpy as np
 
 FLOAT = "fc"
 
-# NaN-propagating maximum/minimum, written as NumPy's scalar loops are (so -0.0 and NaN
-# behave the same): maximum(a, b) = a if (a >= b or isnan(a)) else b.
-_MAX = "({0} if ({0} >= {1} or {0} != {0}) else {1})"
-_MIN = "({0} if ({0} <= {1} or {0} != {0}) else {1})"
-_FMAX = "({0} if ({0} >= {1} or {1} != {1}) else {1})"
-_FMIN = "({0} if ({0} <= {1} or {1} != {1}) else {1})"
+# NaN-propagating maximum/minimum as NumPy computes them (measured, signed zeros included):
+# a tie returns the second operand. fmax/fmin ignore a NaN operand, and on a tie return the
+# negative zero if there is one.
+_MAX = "({0} if ({0} > {1} or {0} != {0}) else {1})"
+_MIN = "({0} if ({0} < {1} or {0} != {0}) else {1})"
+_TIE = "({0} if np.signbit({0}) else {1})"
+_FMAX = f"({{1}} if {{0}} != {{0}} else ({{0}} if ({{0}} > {{1}} or {{1}} != {{1}}) else " \
+    f"({{1}} if {{0}} < {{1}} else {_TIE})))"
+_FMIN = f"({{1}} if {{0}} != {{0}} else ({{0}} if ({{0}} < {{1}} or {{1}} != {{1}}) else " \
+    f"({{1}} if {{0}} > {{1}} else {_TIE})))"
 
 _ANY = {
     "add": "({0} + {1})", "subtract": "({0} - {1})", "multiply": "({0} * {1})",
