@@ -268,9 +268,10 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
 
     row_level = [n for n in kern.nodes if kern.is_row_level(n)]
 
-    def compute(sinks: list[Node], done: set[Value]) -> list[str]:
+    def compute(sinks: list[Node], done: set[Value], lane: str | None = None) -> list[str]:
         """Statements computing ``sinks`` from the kernel's values (recomputing cheap
-        elementwise nodes a later phase needs again)."""
+        elementwise nodes a later phase needs again). With ``lane``, reductions accumulate
+        into lane ``lane`` of their partial-accumulator array."""
         lines: list[str] = []
         for node in kern.nodes:
             if node.out in done or node in row_level or not _needed(node, sinks, kern):
@@ -283,6 +284,8 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
                     f"{T}({ref[src]})"
                 acc = f"o{kern.nodes.index(node)}[{_red_index(node, nd)}]" if scatter else \
                     ref[node.out]
+                if lane is not None:
+                    acc = f"{ref[node.out]}_lanes[{lane}]"
                 lines.append(f"{acc} = {T}({_update(node, acc, v)})  # {node.op}")
                 continue
             lines.append(f"{ref[node.out]} = {T}({expr(node)})  # {node.op}")
@@ -319,13 +322,28 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
                     src.append(f"{indent}{ref[n.out]} = {T}({_literal(_identity(n))})")
         if not sinks:
             continue
-        inner = indent
-        for d in range(split, nd):
-            src.append(f"{inner}for i{d} in range({shape[d]}):")
-            inner += "    "
         done_inner = {v for v in done if v in ref and _is_reduction(v, kern)}
         done_inner |= {n.out for n in row_level}
+        phase_reds = [n for n in sinks if n.op in LOOP_REDUCTIONS]
+        lanes = LANE_BYTES // max((n.out.type.dtype.itemsize for n in phase_reds), default=1)
+        if phase_reds and not scatter and split == nd - 1 and shape[-1] >= 2 * lanes:
+            src += _lane_loops(phase_reds, shape[-1], lanes, nd - 1, indent, ref,
+                               compute(sinks, set(done_inner), "lane"))
+            inner = indent + "    "
+            src.append(f"{indent}for i{nd - 1} in range({shape[-1] - shape[-1] % lanes}, "
+                       f"{shape[-1]}):  # the remainder")
+        else:
+            inner = indent
+            for d in range(split, nd):
+                src.append(f"{inner}for i{d} in range({shape[d]}):")
+                inner += "    "
         src += [f"{inner}{line}" for line in compute(sinks, done_inner)]
+        if phase_reds and not scatter and split == nd - 1 and shape[-1] >= 2 * lanes:
+            src.append(f"{indent}for lane in range({lanes}):  # combine the lanes")
+            for n in phase_reds:
+                T = _typename(n.out.type.dtype)
+                src.append(f"{indent}    {ref[n.out]} = "
+                           f"{T}({_update(n, ref[n.out], f'{ref[n.out]}_lanes[lane]')})")
         done |= {n.out for n in sinks if n.op in LOOP_REDUCTIONS}
         if not scatter:
             for n in sinks:
@@ -336,6 +354,22 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
     body.extend(f"step = {k}; {line}" for line in pre)
     body.append(f"step = {k}; kernel{k}({', '.join(call)})")
     body.extend(post)
+
+
+LANE_BYTES = 64  # one AVX-512 register of partial accumulators per reduction
+
+
+def _lane_loops(reds, n, lanes, d, indent, ref, body) -> list[str]:
+    """A reduction over a row as ``lanes`` independent partial accumulators: a float sum
+    cannot vectorise otherwise (reassociating it needs fastmath, which the math module's
+    error-free transformations forbid)."""
+    lines = [f"{indent}{ref[r.out]}_lanes = np.full({lanes}, {_literal(_identity(r))}, "
+             f"{_typename(r.out.type.dtype)})" for r in reds]
+    lines.append(f"{indent}for c in range(0, {n - n % lanes}, {lanes}):")
+    lines.append(f"{indent}    for lane in range({lanes}):")
+    lines.append(f"{indent}        i{d} = c + lane")
+    lines += [f"{indent}        {line}" for line in body]
+    return lines
 
 
 def _is_reduction(v: Value, kern: Kernel) -> bool:
