@@ -124,6 +124,7 @@ class JitFunction:
                                                if n in positional}
         self._static_names = frozenset(names) | {positional[i] for i in nums
                                                  if 0 <= i < len(positional)}
+        self._fast_path_off = bool(self._static_nums or self._static_names)
         self._cache: dict[Any, _Entry] = {}
         self._lock = threading.RLock()
         self._hits = 0
@@ -154,11 +155,17 @@ class JitFunction:
         return static_pos, statics, static_kw, dyn_args, dyn_kw
 
     def _signature(self, args, kwargs, bound):
-        if not (kwargs or bound or self._static_nums) and all(type(a) is np.ndarray for a in args):
-            # Fast path for the common call: positional arrays, nothing static.
-            keys = tuple([(a.shape, a.dtype, False) for a in args])
-            tree = _plain_tree(len(args))
-            return (len(args), False, tree, keys, (), ()), _NO_STATICS, list(args), tree
+        if not (kwargs or bound or self._fast_path_off):
+            # Fast path for the common call: positional arrays, nothing static. Its key has
+            # the same parts as the general one, so both paths share cache entries.
+            keys = []
+            for a in args:
+                if type(a) is not np.ndarray:
+                    break
+                keys.append((a.shape, a.dtype, False))
+            else:
+                tree = _plain_tree(len(args))
+                return (len(args), False, tree, tuple(keys), (), ()), _NO_STATICS, args, tree
         split = self._split(args, kwargs, bound)
         static_pos, statics, static_kw, dyn_args, dyn_kw = split
         leaves, tree = pytree.flatten((dyn_args, dyn_kw))
@@ -195,6 +202,8 @@ class JitFunction:
             with self._lock:
                 self._hits += 1
             outs = entry.run(*leaves) if not _PROFILES else profiler.call(entry, leaves)
+        if entry.out_tree is pytree.LEAF:  # one array: no tree to rebuild
+            return _finish(outs[0])
         return pytree.unflatten(entry.out_tree, [_finish(o) for o in outs])
 
     def _compile(self, key, split, tree, args, leaves) -> tuple[_Entry, list]:
