@@ -326,19 +326,21 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
         done_inner |= {n.out for n in row_level}
         phase_reds = [n for n in sinks if n.op in LOOP_REDUCTIONS]
         lanes = LANE_BYTES // max((n.out.type.dtype.itemsize for n in phase_reds), default=1)
-        if phase_reds and not scatter and split == nd - 1 and shape[-1] >= 2 * lanes:
+        use_lanes = phase_reds and not scatter and split == nd - 1 and shape[-1] >= 2 * lanes
+        if use_lanes:
             src += _lane_loops(phase_reds, shape[-1], lanes, nd - 1, indent, ref,
                                compute(sinks, set(done_inner), "lane"))
-            inner = indent + "    "
-            src.append(f"{indent}for i{nd - 1} in range({shape[-1] - shape[-1] % lanes}, "
-                       f"{shape[-1]}):  # the remainder")
+            if shape[-1] % lanes:
+                src.append(f"{indent}for i{nd - 1} in range({shape[-1] - shape[-1] % lanes}, "
+                           f"{shape[-1]}):  # the remainder")
+                src += [f"{indent}    {line}" for line in compute(sinks, done_inner)]
         else:
             inner = indent
             for d in range(split, nd):
                 src.append(f"{inner}for i{d} in range({shape[d]}):")
                 inner += "    "
-        src += [f"{inner}{line}" for line in compute(sinks, done_inner)]
-        if phase_reds and not scatter and split == nd - 1 and shape[-1] >= 2 * lanes:
+            src += [f"{inner}{line}" for line in compute(sinks, done_inner)]
+        if use_lanes:
             src.append(f"{indent}for lane in range({lanes}):  # combine the lanes")
             for n in phase_reds:
                 T = _typename(n.out.type.dtype)
