@@ -179,10 +179,9 @@ def edge_cases(name, dtype):
     return (x,)
 
 
-def compile_loop(name, dtype):
+def _loop_over(f, binary: bool):
     """The kernel a code generator would emit: a plain loop calling the scalar function."""
-    f = MATH[name][np.dtype(dtype).name]
-    if name == "power":
+    if binary:
         @numba.njit
         def loop2(x, y, out):
             for i in range(x.size):
@@ -196,6 +195,10 @@ def compile_loop(name, dtype):
             out[i] = f(x[i])
 
     return loop
+
+
+def compile_loop(name, dtype):
+    return _loop_over(MATH[name][np.dtype(dtype).name], name == "power")
 
 
 def run(loop, args):
@@ -208,20 +211,7 @@ def _naive(name):
     """Numba's own scalar calls (libm) in the same loop, where Numba supports them."""
     f = {"sigmoid": numba.njit(lambda x: 1.0 / (1.0 + np.exp(-x))), "erf": math.erf,
          "power": numba.njit(lambda x, y: x**y)}.get(name) or getattr(np, name)
-    if name == "power":
-        @numba.njit
-        def loop2(x, y, out):
-            for i in range(x.size):
-                out[i] = f(x[i], y[i])
-
-        return loop2
-
-    @numba.njit
-    def loop(x, out):
-        for i in range(x.size):
-            out[i] = f(x[i])
-
-    return loop
+    return _loop_over(f, name == "power")
 
 
 def _per_element_ns(fn, n):
