@@ -1,0 +1,103 @@
+"""Comparing tracejit's results with NumPy's, shared by the surface and differential tests.
+
+The reference backend interprets the IR with NumPy, so its results are NumPy's bit for bit.
+A compiled backend is not: its float math (``TRANSCENDENTAL``) comes from its own vectorised
+routines, accurate to ``ULP_BOUND`` units in the last place, and its sums and products
+accumulate in another order than NumPy's pairwise summation. ``assert_same`` takes the
+tolerance a result is allowed: exact (``None``), ``ULP`` or a rounding-error scale.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+# Float ops a compiled backend computes with its own, not correctly rounded, routines (sqrt is
+# correctly rounded everywhere: exact). Mirrors the CPU math module's bound and test_registry.
+TRANSCENDENTAL = frozenset(
+    "exp exp2 expm1 log log2 log10 log1p cbrt sin cos tan arcsin arccos arctan sinh cosh tanh "
+    "arcsinh arccosh arctanh power arctan2 hypot logaddexp".split()
+)
+ULP_BOUND = 4
+RTOL = {np.dtype("float16"): 1e-2, np.dtype("float32"): 1e-5, np.dtype("float64"): 1e-12}
+
+
+class _Ulp:
+    def __repr__(self) -> str:
+        return "ULP"
+
+
+ULP = _Ulp()  # the tolerance of a TRANSCENDENTAL result on a compiled backend
+
+
+def exact(backend: str) -> bool:
+    """Whether ``backend`` computes float math and sums bit for bit as NumPy does."""
+    return backend == "reference"
+
+
+def builtin_error(exc: Exception) -> type | tuple[type, ...]:
+    """The builtin exception class(es) tracejit must raise where NumPy raised ``exc``."""
+    if isinstance(exc, np.exceptions.AxisError):
+        return (ValueError, IndexError)
+    return next(cls for cls in type(exc).__mro__ if cls.__module__ == "builtins")
+
+
+def ulp_distance(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Units in the last place between finite floats of one dtype (zeros' signs ignored)."""
+    bits = {2: np.int16, 4: np.int32, 8: np.int64}[want.dtype.itemsize]
+    lowest = np.iinfo(bits).min
+
+    def ordered(x: np.ndarray) -> np.ndarray:  # monotonic in x; -0.0 and 0.0 both map to 0
+        b = np.ascontiguousarray(x, want.dtype).view(bits).astype(object)
+        return np.where(b < 0, lowest - b, b)
+
+    return np.abs(ordered(got) - ordered(want))
+
+
+def assert_within_ulp(got: np.ndarray, want: np.ndarray, bound: int = ULP_BOUND) -> None:
+    """Same NaNs and infinities; finite values within ``bound`` ULP of each other."""
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want), "NaN pattern")
+    special = np.isinf(got) | np.isinf(want)
+    np.testing.assert_array_equal(got[special], want[special], "infinities")
+    finite = np.isfinite(got) & np.isfinite(want)
+    if not finite.any():
+        return
+    err = ulp_distance(got[finite], want[finite])
+    worst = int(np.argmax(err))
+    assert err[worst] <= bound, (
+        f"{err[worst]} ULP (bound {bound}): got {got[finite][worst]!r}, "
+        f"NumPy {want[finite][worst]!r}"
+    )
+
+
+def assert_same(got: Any, want: Any, tol: Any = None) -> None:
+    """``got`` is NumPy's ``want`` (a pytree): same containers; leaves with 0-d results as
+    NumPy scalars, same shape, dtype and values (NaN equal to NaN). Float values: exact with
+    the signs of zeros if ``tol`` is None, within ``ULP_BOUND`` if it is ``ULP``, else within
+    rounding of the scale ``tol`` (``RTOL`` relative to both it and the value)."""
+    if isinstance(want, (tuple, list)):
+        assert type(got) is type(want) and len(got) == len(want), f"{got!r} is not like {want!r}"
+        for g, w in zip(got, want, strict=True):
+            assert_same(g, w, tol)
+        return
+    if isinstance(want, dict):
+        assert isinstance(got, dict) and got.keys() == want.keys(), f"{got!r} is not like {want!r}"
+        for key in want:
+            assert_same(got[key], want[key], tol)
+        return
+    want = np.asarray(want)
+    kind = np.generic if want.ndim == 0 else np.ndarray
+    assert isinstance(got, kind), f"expected {kind.__name__}, got {type(got).__name__}"
+    assert (got.shape, got.dtype) == (want.shape, want.dtype), "shape and dtype"
+    if tol is not None and want.dtype.kind == "f":
+        if tol is ULP:
+            assert_within_ulp(np.asarray(got), want)
+            return
+        rtol = RTOL[want.dtype]
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * tol, equal_nan=True)
+        return
+    np.testing.assert_array_equal(got, want)
+    if want.dtype.kind == "f":
+        negative = np.signbit(got) & ~np.isnan(got)
+        np.testing.assert_array_equal(negative, np.signbit(want) & ~np.isnan(want), "signbit")
