@@ -472,7 +472,7 @@ def take(draw, values, pool, scalar_args) -> Step:
         n = math.prod(shape)
     else:
         n = shape[axis] if -len(shape) <= axis < len(shape) else 0
-    # Maybe out of range: IndexError (NumPy's take checks only when it takes something).
+    # Maybe out of range: IndexError (NumPy checks once per position before the axis).
     idx = np.array(draw(st.lists(st.integers(-n - 1, n), max_size=4)), np.int64)
     if form == "take":
         return call("take", (Ref(i),), idx, axis=axis)

@@ -128,7 +128,12 @@ def _elementwise(ufunc, operands):
 
 
 def operator(ufunc, *operands):
-    """A Python operator: like the ufunc, but Python-scalar arithmetic stays weakly typed."""
+    """A Python operator: like the ufunc, but Python-scalar arithmetic stays weakly typed.
+    ``array ** 2`` is ``np.square`` as in NumPy's operator (bool ** 2 is int8, not int64)."""
+    base = operands[0]
+    if (ufunc is np.power and type(operands[1]) is int and operands[1] == 2
+            and isinstance(base, Tracer) and not base._scalar and not base.aval.weak):
+        return bind("square", base)
     if ufunc is np.matmul and builtins.all(_is_scalar(x) for x in operands):
         names = " and ".join(f"'{type(np.zeros((), aval(x).dtype)[()]).__name__}'"
                              for x in operands)
@@ -1005,7 +1010,8 @@ def take(a, indices, axis=None, out=None, mode="raise"):
     elif mode != "raise":
         raise ShapeError(f"clipmode must be one of 'clip', 'raise', or 'wrap' (got {mode!r})")
     out_shape = t.shape[:axis] + aval(indices).shape + t.shape[axis + 1:]
-    if math.prod(out_shape) == 0:  # NumPy's take checks no index when it gathers nothing
+    if math.prod(t.shape[:axis]) == 0 or aval(indices).size == 0:
+        # NumPy's take checks indices once per leading position: with none, none is checked
         return bind("full", shape=out_shape, dtype=t.dtype, value=0)
     return gather(a, [indices], axis)
 
