@@ -217,11 +217,10 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
             params.append(f"s{j}")
             call.append(f"scalar({mod.name(v)})")
             ref[v] = f"s{j}"
-        else:
+        else:  # read unbroadcast: a zero-stride view would stop vectorisation under prange
             params.append(f"x{j}")
-            arg = mod.name(v)
-            call.append(arg if v.type.shape == kern.shape else f"bcast({arg}, {shape})")
-            ref[v] = f"x{j}[{idx}]"
+            call.append(mod.name(v))
+            ref[v] = f"x{j}[{_broadcast_index(v.type.shape, shape)}]"
             typed.add(v)
     phase = _phases(kern)
     for n, node in enumerate(kern.nodes):
@@ -356,6 +355,14 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
     body.extend(f"step = {k}; {line}" for line in pre)
     body.append(f"step = {k}; kernel{k}({', '.join(call)})")
     body.extend(post)
+
+
+def _broadcast_index(arg_shape, shape) -> str:
+    """Index an input of ``arg_shape`` inside a loop over ``shape`` as NumPy broadcasting
+    would: dimensions aligned on the right, a size-1 dimension always at 0."""
+    off = len(shape) - len(arg_shape)
+    return ", ".join("0" if d == 1 and shape[off + j] != 1 else f"i{off + j}"
+                     for j, d in enumerate(arg_shape))
 
 
 LANE_BYTES = 64  # one AVX-512 register of partial accumulators per reduction
