@@ -44,7 +44,7 @@ def compile(graph: Graph, profile: bool = False, *, reuse=None):
         typed = next(t for base, t in _TYPED if isinstance(e, base))
         return typed(str(e), location=locations[step] if step >= 0 else None)
 
-    namespace.update(bcast=np.broadcast_to, scalar=_scalar, located=located,
+    namespace.update(scalar=_scalar, located=located,
                      clock=time.perf_counter, record=_ignore)
     disk = None
     if reuse is None and diskcache.enabled():
