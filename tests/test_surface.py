@@ -87,16 +87,14 @@ def case(
     *args,
     approx: bool = False,
     rounding: str | None = None,
-    cpu_bug: str | None = None,
     **jit_kwargs,
 ) -> None:
     """``fn(*args)`` must match NumPy; ``approx``: rounding may differ on every backend
     (contractions, moments); ``rounding``: on compiled backends only, "math" (float results
-    within the math routines' ULP bound) or "order" (sums and products of floats). ``cpu_bug``:
-    a known CPU-backend bug, a strict xfail there."""
+    within the math routines' ULP bound) or "order" (sums and products of floats)."""
     tol = 1.0 if approx else None
     CASES.append(
-        pytest.param(python_function(fn), args, (tol, rounding), cpu_bug, jit_kwargs, id=name)
+        pytest.param(python_function(fn), args, (tol, rounding), jit_kwargs, id=name)
     )
 
 
@@ -577,10 +575,8 @@ def tolerance(backend: str, tol: float | None, rounding: str | None):
     return ULP if rounding == "math" else 1.0
 
 
-@pytest.mark.parametrize(("fn", "args", "tols", "cpu_bug", "jit_kwargs"), CASES)
-def test_matches_numpy(request, backend, fn, args, tols, cpu_bug, jit_kwargs):
-    if cpu_bug and backend == "cpu":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=f"cpu backend: {cpu_bug}"))
+@pytest.mark.parametrize(("fn", "args", "tols", "jit_kwargs"), CASES)
+def test_matches_numpy(backend, fn, args, tols, jit_kwargs):
     f = tj.jit(fn, backend=backend, **jit_kwargs)
     try:
         want = fn(*copy.deepcopy(args))
