@@ -117,6 +117,29 @@ def _horner(typingctx, x, c):
     return x(x, c), codegen
 
 
+@intrinsic
+def _ldexp(typingctx, x, n):
+    """x * 2**n rounded once (LLVM's ldexp: one ``vscalefps`` per vector on AVX-512)."""
+    if not (x in (types.float32, types.float64) and n in (types.int32, types.int64)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        t, nt = args[0].type, args[1].type
+        fn = builder.module.declare_intrinsic("llvm.ldexp", [t, nt], ir.FunctionType(t, [t, nt]))
+        return builder.call(fn, args)
+
+    return x(x, n), codegen
+
+
+def _has_avx512() -> bool:
+    """Whether LLVM lowers a vector ldexp to one instruction here (elsewhere: a libm call
+    per element, which would stop the loop from vectorising)."""
+    from llvmlite import binding
+
+    return "+avx512f" in binding.get_host_cpu_features().flatten().split(",")
+
+
+_HW_LDEXP = _has_avx512()
 _inline = njit(inline="always")
 
 
@@ -163,6 +186,9 @@ _EM = {
     ),
     np.float32: (0.00019883177, 0.0013926614, 0.008333321, 0.041666552, 0.16666667),
 }
+# float32 exp(r) = 1 + r E(r), |r| <= ln2/2: one multiply-add fewer than 1 + expm1(r)
+# (weighted minimax of the relative error of exp).
+_EXP32 = (0.008290272, 0.04189816, 0.16667639, 0.49999148, 0.9999997)
 # log(1+f) = 2 atanh(s), s = f/(2+f); (2 atanh(s) - 2s)/s = z T(z), z = s^2 in
 # [0, 0.1716^2] (f in [sqrt(1/2)-1, sqrt(2)-1]).
 _LG = {
@@ -171,16 +197,6 @@ _LG = {
         0.2857142862634218, 0.39999999999898694, 0.666666666666667,
     ),
     np.float32: (0.29581314, 0.3998875, 0.66666687),
-}
-# tanh(x) = x + x^3 P(x^2) for |x| < 0.625, P fitted on [0, 0.625^2].
-_TANH = {
-    np.float64: (
-        -2.438831631472088e-06, 1.2209921790162781e-05, -3.708106921544234e-05,
-        9.604109157026265e-05, -0.00023888944636751174, 0.0005899818158388232,
-        -0.0014558283998303246, 0.003592127507599252, -0.008863235499801992,
-        0.021869488535133222, -0.0539682539682359, 0.13333333333333322, -0.3333333333333333,
-    ),
-    np.float32: (0.0022927448, -0.008343945, 0.021768918, -0.053959258, 0.13333304, -0.33333334),
 }
 # arctan(t) = t + t^3 A(t^2) for |t| <= 0.66, A fitted on [0, 0.66^2].
 _ATAN = {
@@ -230,8 +246,8 @@ def _make(ft):
         hi_mask = it(-(1 << 32))
         exp_hi, exp_lo, exp2_hi, exp2_lo, expm1_lo = ft(710), ft(-750), ft(1025), ft(-1080), ft(-40)
     em_poly = _fp(ft, _EM[ft])
+    exp_poly = _fp(ft, _EXP32) if ft is np.float32 else None
     lg_poly = _fp(ft, _LG[ft])
-    tanh_poly = _fp(ft, _TANH[ft])
     atan_poly = _fp(ft, _ATAN[ft])
     # pi/2 and pi/4 as hi + lo (the double's own rounding error added back)
     pio2 = ft(np.pi / 2), ft((np.pi / 2 - ft(np.pi / 2)) + 6.123233995736766e-17)
@@ -239,7 +255,7 @@ def _make(ft):
     # sinh/cosh use exp(|x|)/2 alone past this (e^-2|x| below half an ULP)
     hyp_cut = ft(9) if ft is np.float32 else ft(20)
     quarter = ft(0.25)
-    tanh_cut = ft(0.625)
+    tanh_sat = ft(20) if ft is np.float32 else ft(44)  # 2|x| past which tanh rounds to 1
     # arctan: a <= 0.66 directly, up to tan(3pi/8) as pi/4 + arctan((a-1)/(a+1)), past it
     # as pi/2 - arctan(1/a): the reduced argument stays small against the result
     atan_mid, atan_big = ft(0.66), ft(np.sqrt(2) + 1)
@@ -250,11 +266,20 @@ def _make(ft):
         """2**n for an integer n in the normal exponent range."""
         return _cast_bits(it((n + bias) << mant))
 
-    @_inline
-    def scale(p, n):
-        """p * 2**n, rounded once even when the result is subnormal or overflows."""
-        n1 = it(n >> 1)
-        return p * pow2(n1) * pow2(it(n - n1))
+    if _HW_LDEXP:
+
+        @_inline
+        def scale(p, n):
+            """p * 2**n, rounded once even when the result is subnormal or overflows."""
+            return _ldexp(p, n)
+
+    else:
+
+        @_inline
+        def scale(p, n):
+            """p * 2**n, rounded once even when the result is subnormal or overflows."""
+            n1 = it(n >> 1)
+            return p * pow2(n1) * pow2(it(n - n1))
 
     @_inline
     def expm1_poly(r):
@@ -268,12 +293,24 @@ def _make(ft):
         r = _madd(nf, -ln2_hi, x)  # exact, fused or not
         return it(_cast_bits(t) - shifter_bits), _madd(nf, -ln2_lo, r)
 
+    if exp_poly is None:
+
+        @_inline
+        def exp_poly_r(r):
+            return one + expm1_poly(r)
+
+    else:
+
+        @_inline
+        def exp_poly_r(r):
+            return _madd(r, _horner(r, exp_poly), one)
+
     @_inline
     def exp(x):
         xc = exp_hi if x > exp_hi else x
         xc = exp_lo if xc < exp_lo else xc
         n, r = reduce_ln2(xc)
-        return scale(one + expm1_poly(r), n)
+        return scale(exp_poly_r(r), n)
 
     @_inline
     def exp2(x):
@@ -407,11 +444,10 @@ def _make(ft):
 
     @_inline
     def tanh(x):
-        a = abs(x)
-        z = x * x
-        small = _madd(x * z, _horner(z, tanh_poly), x)
-        big = one - _div(two, exp(two * a) + one)
-        return copysign(small if a < tanh_cut else big, x)  # small keeps its sign but -0
+        """E / (E + 2) with E = expm1(2|x|): no cancellation near 0, so no second branch."""
+        t = two * abs(x)
+        e = expm1(tanh_sat if t > tanh_sat else t)
+        return copysign(_div(e, e + two), x)
 
     @_inline
     def sigmoid(x):
