@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import os
 import threading
 import time
@@ -71,7 +72,7 @@ class _Entry:
     """One compiled signature. ``compile_s`` is the time it took to build, first call
     included; ``profiled`` is its profiling runner, built when first needed."""
 
-    __slots__ = ("run", "out_tree", "lowered", "compile_s", "profiled")
+    __slots__ = ("run", "out_tree", "lowered", "compile_s", "profiled", "finish")
 
     def __init__(self, run, out_tree, lowered: Lowered, compile_s: float):
         self.run = run
@@ -79,6 +80,7 @@ class _Entry:
         self.lowered = lowered
         self.compile_s = compile_s
         self.profiled = None
+        self.finish = _finisher(out_tree, lowered.optimized_graph)
 
 
 def _leaf_key(leaf):
@@ -126,12 +128,26 @@ class JitFunction:
                                                  if 0 <= i < len(positional)}
         self._fast_path_off = bool(self._static_nums or self._static_names)
         self._cache: dict[Any, _Entry] = {}
+        # the same entries keyed by ((shape, dtype), ...) for calls with positional arrays
+        # only, which __call__ looks up without building the general key
+        self._fast: dict[tuple, _Entry] = {}
         self._lock = threading.RLock()
-        self._hits = 0
+        self._hits = itertools.count()  # next() is atomic: no lock on the cached path
         self._misses = 0
 
     # ------------------------------------------------------------ calling
     def __call__(self, *args, **kwargs):
+        if not kwargs and not _PROFILES:
+            key = []
+            for a in args:
+                if type(a) is not _ndarray:
+                    break
+                key.append((a.shape, a.dtype))
+            else:
+                entry = self._fast.get(tuple(key))
+                if entry is not None:
+                    next(self._hits)
+                    return entry.finish(entry.run(*args))
         return self._call(args, kwargs, False)
 
     def __get__(self, obj, objtype=None):
@@ -199,12 +215,11 @@ class JitFunction:
         if entry is None:
             entry, outs = self._compile(key, split, tree, args, leaves)
         else:
-            with self._lock:
-                self._hits += 1
+            next(self._hits)
             outs = entry.run(*leaves) if not _PROFILES else profiler.call(entry, leaves)
-        if entry.out_tree is pytree.LEAF:  # one array: no tree to rebuild
-            return _finish(outs[0])
-        return pytree.unflatten(entry.out_tree, [_finish(o) for o in outs])
+        if split is _NO_STATICS and not bound:  # positional arrays only: the fast key
+            self._fast[tuple((a.shape, a.dtype) for a in args)] = entry
+        return entry.finish(outs)
 
     def _compile(self, key, split, tree, args, leaves) -> tuple[_Entry, list]:
         """Build the entry for a new signature and make its first call."""
@@ -215,7 +230,7 @@ class JitFunction:
                 entry, times = self._build(key, split, tree, len(args))
                 self._cache[key] = entry
             else:
-                self._hits += 1
+                next(self._hits)
                 times = None
         if times is None:
             return entry, entry.run(*leaves) if not _PROFILES else profiler.call(entry, leaves)
@@ -287,12 +302,15 @@ class JitFunction:
         return cached.lowered if cached else self._build(key, split, tree, len(args))[0].lowered
 
     def cache_info(self) -> CacheInfo:
-        return CacheInfo(self._hits, self._misses, len(self._cache))
+        hits = self._hits.__reduce__()[1][0]  # a count's value, without advancing it
+        return CacheInfo(hits, self._misses, len(self._cache))
 
     def clear_cache(self) -> None:
         with self._lock:
             self._cache.clear()
-            self._hits = self._misses = 0
+            self._fast.clear()
+            self._hits = itertools.count()
+            self._misses = 0
 
     def __repr__(self) -> str:
         return f"<tracejit.jit {getattr(self._fn, '__qualname__', self._fn)!r}>"
@@ -350,11 +368,27 @@ def _plain_tree(n: int):
     return pytree.flatten(((0,) * n, {}))[1]
 
 
+_ndarray = np.ndarray
+
+
 def _finish(out):
     """0-d results come back as NumPy scalars, as NumPy's own reductions return them."""
     if type(out) is np.ndarray:
         return out[()] if out.ndim == 0 else out
     return np.asarray(out)[()]
+
+
+def _first(outs):
+    return outs[0]
+
+
+def _finisher(out_tree, graph: Graph):
+    """The function from a runner's output list to what the user gets back."""
+    if out_tree is pytree.LEAF:
+        if graph.outputs[0].type.shape:  # an array the runner allocated: return as is
+            return _first
+        return lambda outs: _finish(outs[0])
+    return lambda outs: pytree.unflatten(out_tree, [_finish(o) for o in outs])
 
 
 def jit(
