@@ -115,6 +115,30 @@ def test_parallel_kernels_above_the_threshold():
     check(softmax, x)
 
 
+def test_large_reductions_run_in_parallel_blocks():
+    n = PARALLEL_MIN_SIZE * 2
+    x = RNG.standard_normal((n // 64 + 3, 64)).astype(np.float32)  # blocks of uneven size
+    x[5, 7] = np.nan  # NaN propagates through the partial maxima (and sums)
+
+    def cols(x):
+        return x.sum(axis=0), x.max(axis=0), (x * x).min(axis=0), (x > 1).any(axis=0)
+
+    def total(x):
+        return np.abs(x).max(), x.sum(), (x > 0).all()
+
+    for fn in (cols, total):
+        src = tj.jit(fn, backend="cpu").lower(x).source
+        assert "for b in prange(" in src
+        check(fn, x, rtol=1e-4)
+        check(fn, np.nan_to_num(x), rtol=1e-4)
+    flat = RNG.standard_normal(n + 5).astype(np.float32)  # 1-D: lanes within each block
+    check(lambda v: ((v * v).sum(), v.max(), v.min()), flat, rtol=1e-4)
+    ints = RNG.integers(-1000, 1000, (n // 32 + 1, 32)).astype(np.int64)  # exact
+    got = tj.jit(lambda a: (a.sum(axis=0), a.sum(), a.max(axis=0)), backend="cpu")(ints)
+    for g, w in zip(got, (ints.sum(axis=0), ints.sum(), ints.max(axis=0)), strict=True):
+        np.testing.assert_array_equal(g, w)
+
+
 def test_library_fallbacks():
     idx = np.array([3, 0, -1])
     check(lambda x, i: x[i] * 2, X, idx)  # gather is a library step, the multiply a kernel

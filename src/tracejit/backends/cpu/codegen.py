@@ -162,6 +162,12 @@ def _emit_library(mod: _Module, k: int, node: Node, body: list[str], where: str)
 
 
 PARALLEL_MIN_SIZE = 1 << 17  # below this, a thread launch costs more than it saves
+PARALLEL_BLOCKS = 16  # blocks of a reduced first dimension, each with partial results
+
+
+def _keepdims_shape(node: Node, shape: tuple[int, ...]) -> tuple[int, ...]:
+    axes = node.attrs["axis"]
+    return tuple(1 if d in axes else s for d, s in enumerate(shape))
 
 
 def _identity(node: Node):
@@ -195,6 +201,14 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
     row_axes = kern.rows or (kern.row_axes() if reds else ())
     scatter = bool(reds) and not row_axes
     split = nd if not reds else (0 if scatter else nd - len(row_axes))
+    big = math.prod(shape) >= PARALLEL_MIN_SIZE
+    # A large scatter kernel runs its first dimension in parallel. Reductions over that
+    # dimension then accumulate per block of it into partial arrays combined at the end;
+    # the others write disjoint elements per i0.
+    blocked: list[Node] = []
+    if scatter and big and shape[0] > 1:
+        split = 1
+        blocked = [n for n in reds if 0 in n.attrs["axis"]]
     idx = ", ".join(f"i{d}" for d in range(nd))
     params: list[str] = []
     call: list[str] = []
@@ -231,8 +245,7 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
             params.append(f"o{n}")
             call.append(name)
             if node.op in LOOP_REDUCTIONS:
-                axes = node.attrs["axis"]
-                kshape = tuple(1 if d in axes else s for d, s in enumerate(shape))
+                kshape = _keepdims_shape(node, shape)
                 fill = f"np.full({kshape}, {_literal(_identity(node))}, {T})"
                 pre.append(f"{name} = {fill}" if scatter else f"{name} = np.empty({kshape}, {T})")
                 if kshape != node.out.type.shape:
@@ -281,8 +294,9 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
                 src = node.inputs[0]
                 v = ref[src] if src in typed and src.type.dtype == node.out.type.dtype else \
                     f"{T}({ref[src]})"
-                acc = f"o{kern.nodes.index(node)}[{_red_index(node, nd)}]" if scatter else \
-                    ref[node.out]
+                out = f"p{kern.nodes.index(node)}[b, " if node in blocked else \
+                    f"o{kern.nodes.index(node)}["
+                acc = f"{out}{_red_index(node, nd)}]" if scatter else ref[node.out]
                 if lane is not None:
                     acc = f"{ref[node.out]}_lanes[{lane}]"
                 lines.append(f"{acc} = {T}({_update(node, acc, v)})  # {node.op}")
@@ -292,17 +306,42 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
                 lines.append(f"o{kern.nodes.index(node)}[{idx}] = {ref[node.out]}")
         return lines
 
-    parallel = not scatter and split > 0 and math.prod(shape) >= PARALLEL_MIN_SIZE
+    n_phases = max(phase.values(), default=0) + 1
+    # A large one-phase reduction over every axis runs in blocks of the first dimension,
+    # in parallel, each block reducing into its own partial result, combined at the end.
+    full = bool(reds) and not scatter and split == 0 and big and shape[0] > 1 and n_phases == 1
+    parallel = (split > 0 or full) and big
     src = [f"# kernel {k}: loop over {list(kern.shape)} ({', '.join(n.op for n in kern.nodes)})"
            f", {where}",
            f"@njit(error_model='numpy', parallel={parallel}, cache=False)",
            f"def kernel{k}({', '.join(params)}):"]
     indent = "    "
-    for d in range(split):
+    nblocks = min(shape[0], PARALLEL_BLOCKS)
+    for n in blocked:
+        T, kshape = _typename(n.out.type.dtype), _keepdims_shape(n, shape)
+        src.append(f"{indent}p{kern.nodes.index(n)} = np.full({(nblocks, *kshape)}, "
+                   f"{_literal(_identity(n))}, {T})")
+    if blocked:
+        src.append(f"{indent}for b in prange({nblocks}):")
+        indent += "    "
+        src.append(f"{indent}for i0 in range(b * {shape[0]} // {nblocks}, "
+                   f"(b + 1) * {shape[0]} // {nblocks}):")
+        indent += "    "
+    for d in range(1 if blocked else 0, split):
         rng = "prange" if d == 0 and parallel else "range"
         src.append(f"{indent}for i{d} in {rng}({shape[d]}):")
         indent += "    "
-    n_phases = max(phase.values(), default=0) + 1
+    if full:
+        lanes = LANE_BYTES // max(n.out.type.dtype.itemsize for n in reds)
+        chunk = -(-shape[0] // PARALLEL_BLOCKS)
+        chunk = -(-chunk // lanes) * lanes if nd == 1 else chunk
+        nblocks = -(-shape[0] // chunk)
+        for n in reds:
+            src.append(f"{indent}p{kern.nodes.index(n)} = "
+                       f"np.empty({nblocks}, {_typename(n.out.type.dtype)})")
+        src += [f"{indent}for b in prange({nblocks}):", f"{indent}    lo = b * {chunk}",
+                f"{indent}    hi = min({shape[0]}, lo + {chunk})"]
+        indent += "    "
     done: set[Value] = set()
     row_index = ", ".join("0" if d >= split else f"i{d}" for d in range(nd))
     for p in range(n_phases):
@@ -327,16 +366,18 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
         lanes = LANE_BYTES // max((n.out.type.dtype.itemsize for n in phase_reds), default=1)
         use_lanes = phase_reds and not scatter and split == nd - 1 and shape[-1] >= 2 * lanes
         if use_lanes:
-            src += _lane_loops(phase_reds, shape[-1], lanes, nd - 1, indent, ref,
+            lo, hi = ("lo", "hi") if full else ("0", str(shape[-1]))
+            end = f"hi - (hi - lo) % {lanes}" if full else str(shape[-1] - shape[-1] % lanes)
+            src += _lane_loops(phase_reds, lo, end, lanes, nd - 1, indent, ref,
                                compute(sinks, set(done_inner), "lane"))
-            if shape[-1] % lanes:
-                src.append(f"{indent}for i{nd - 1} in range({shape[-1] - shape[-1] % lanes}, "
-                           f"{shape[-1]}):  # the remainder")
+            if full or shape[-1] % lanes:
+                src.append(f"{indent}for i{nd - 1} in range({end}, {hi}):  # the remainder")
                 src += [f"{indent}    {line}" for line in compute(sinks, done_inner)]
         else:
             inner = indent
             for d in range(split, nd):
-                src.append(f"{inner}for i{d} in range({shape[d]}):")
+                bounds = "lo, hi" if full and d == 0 else shape[d]
+                src.append(f"{inner}for i{d} in range({bounds}):")
                 inner += "    "
             src += [f"{inner}{line}" for line in compute(sinks, done_inner)]
         if use_lanes:
@@ -349,8 +390,20 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
         if not scatter:
             for n in sinks:
                 if n.op in LOOP_REDUCTIONS and n.out in kern.outputs:
-                    src.append(f"{indent}o{kern.nodes.index(n)}[{_red_index(n, nd)}] = "
-                               f"{ref[n.out]}")
+                    j = kern.nodes.index(n)
+                    dest = f"p{j}[b]" if full else f"o{j}[{_red_index(n, nd)}]"
+                    src.append(f"{indent}{dest} = {ref[n.out]}")
+    for n in reds if full else ():  # combine the blocks' partial results
+        j, T = kern.nodes.index(n), _typename(n.out.type.dtype)
+        src += [f"    r{j} = {T}({_literal(_identity(n))})",
+                f"    for b in range({nblocks}):",
+                f"        r{j} = {T}({_update(n, f'r{j}', f'p{j}[b]')})",
+                f"    o{j}[{_red_index(n, nd)}] = r{j}"]
+    for n in blocked:  # combine the blocks' partial results
+        j, T = kern.nodes.index(n), _typename(n.out.type.dtype)
+        src += [f"    for b in range({nblocks}):",
+                f"        for jj in np.ndindex({_keepdims_shape(n, shape)}):",
+                f"            o{j}[jj] = {T}({_update(n, f'o{j}[jj]', f'p{j}[b][jj]')})"]
     mod.lines += src + [""]
     body.extend(f"step = {k}; {line}" for line in pre)
     body.append(f"step = {k}; kernel{k}({', '.join(call)})")
@@ -368,13 +421,13 @@ def _broadcast_index(arg_shape, shape) -> str:
 LANE_BYTES = 64  # one AVX-512 register of partial accumulators per reduction
 
 
-def _lane_loops(reds, n, lanes, d, indent, ref, body) -> list[str]:
+def _lane_loops(reds, lo, end, lanes, d, indent, ref, body) -> list[str]:
     """A reduction over a row as ``lanes`` independent partial accumulators: a float sum
     cannot vectorise otherwise (reassociating it needs fastmath, which the math module's
     error-free transformations forbid)."""
     lines = [f"{indent}{ref[r.out]}_lanes = np.full({lanes}, {_literal(_identity(r))}, "
              f"{_typename(r.out.type.dtype)})" for r in reds]
-    lines.append(f"{indent}for c in range(0, {n - n % lanes}, {lanes}):")
+    lines.append(f"{indent}for c in range({lo}, {end}, {lanes}):")
     lines.append(f"{indent}    for lane in range({lanes}):")
     lines.append(f"{indent}        i{d} = c + lane")
     lines += [f"{indent}        {line}" for line in body]
