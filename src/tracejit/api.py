@@ -35,7 +35,7 @@ CacheInfo = namedtuple("CacheInfo", "hits misses signatures")
 
 
 def default_backend() -> str:
-    return os.environ.get("TRACEJIT_BACKEND", "reference")
+    return os.environ.get("TRACEJIT_BACKEND", "cpu")
 
 
 class Lowered:
