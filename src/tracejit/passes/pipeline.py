@@ -12,9 +12,10 @@ from collections.abc import Callable, Sequence
 from ..ir import Graph, verify
 from .dce import dce
 from .simplify import simplify
+from .stabilize import stabilize
 
 Pass = Callable[[Graph], Graph]
-DEFAULT_PASSES: tuple[Pass, ...] = (simplify, dce)
+DEFAULT_PASSES: tuple[Pass, ...] = (stabilize, simplify, dce)
 
 
 def run_pipeline(
