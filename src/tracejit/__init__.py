@@ -1,11 +1,12 @@
 """tracejit: a tracing JIT compiler for plain NumPy code."""
 
-from . import errors
+from . import errors, nn
 from .api import CacheInfo, JitFunction, Lowered, jit
+from .autodiff import grad, jacobian, value_and_grad, vjp
 from .backends import available_backends
 from .profiler import Profile, profile
 
 __version__ = "0.1.0"
 
 __all__ = ["CacheInfo", "JitFunction", "Lowered", "Profile", "available_backends", "errors",
-           "jit", "profile"]
+           "grad", "jacobian", "jit", "nn", "profile", "value_and_grad", "vjp"]

@@ -340,6 +340,28 @@ register("gather", Kind.INDEXING, _gather_rule, _gather,
          "x[:, ..., i0, i1, ...] with integer arrays starting at `axis` (NumPy fancy indexing; "
          "negative indices wrap, out-of-range raises IndexError)")
 
+
+def _scatter_add_rule(x: TensorType, updates: TensorType, *idx: TensorType,
+                      axis: int) -> TensorType:
+    target = _gather_rule(x, *idx, axis=axis)
+    if updates.shape != target.shape:
+        raise ShapeError(f"scatter_add: updates of shape {updates.shape} for an indexed "
+                         f"region of shape {target.shape}")
+    if updates.dtype != x.dtype:
+        raise DTypeError(f"scatter_add: updates of dtype {updates.dtype} into {x.dtype}")
+    return TensorType(x.shape, x.dtype)
+
+
+def _scatter_add(x, updates, *idx, axis):
+    out = np.array(x, copy=True)
+    np.add.at(out, (slice(None),) * axis + idx, updates)
+    return out
+
+
+# The transpose of gather (its gradient): repeated indices accumulate, as np.add.at does.
+register("scatter_add", Kind.INDEXING, _scatter_add_rule, _scatter_add,
+         "a copy of x with np.add.at(out, (:, ..., i0, i1, ...), updates) starting at `axis`")
+
 # ---------------------------------------------------------------- creation
 
 

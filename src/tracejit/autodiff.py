@@ -1,0 +1,382 @@
+"""``grad``, ``value_and_grad``, ``vjp`` and ``jacobian``: reverse mode, as in JAX.
+
+A gradient function called on arrays is a ``jit`` of its symbolic version (one cache entry
+per signature, on the default or the given backend), so forward and backward pass are one
+IR graph, simplified, fused and compiled together. Called inside a trace (``jit(grad(f))``,
+``grad(grad(f))``, or from a function an outer ``jit`` traces) it records into that trace
+instead. The reverse walk and the per-op rules are in ``passes/autodiff.py`` and
+``passes/vjp_rules.py``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import weakref
+from collections.abc import Callable
+
+import numpy as np
+
+from .api import jit
+from .errors import DTypeError, InvalidArgument, ShapeError, UnsupportedOperation
+from .ir import Value
+from .passes.autodiff import backward
+from .source import SourceLocation
+from .trace import Tracer, pytree
+from .trace import core as _core
+from .trace.core import Trace, bind
+
+JACOBIAN_MAX_OUTPUTS = 1024  # jacobian unrolls one reverse walk per output element
+
+
+def _active_trace() -> Trace | None:
+    stack = getattr(_core._state, "stack", None)
+    return stack[-1] if stack else None
+
+
+def _describe(fn) -> str:
+    """``loss (defined at model.py:12)``: the differentiated function, for messages."""
+    name = getattr(fn, "__name__", type(fn).__name__)
+    code = getattr(inspect.unwrap(fn), "__code__", None) if callable(fn) else None
+    if code is None:
+        return name
+    loc = SourceLocation(code.co_filename, code.co_firstlineno, name)
+    return f"{name} (defined at {loc.short})"
+
+
+def _normalize_argnums(argnums, nargs: int, fn) -> tuple[int, ...]:
+    nums = (argnums,) if isinstance(argnums, (int, np.integer)) else tuple(argnums)
+    if not nums:
+        raise InvalidArgument("argnums is empty: nothing to differentiate with respect to")
+    out = []
+    for i in nums:
+        if not isinstance(i, (int, np.integer)) or not -nargs <= i < nargs:
+            raise InvalidArgument(
+                f"argnums {argnums!r} out of range: {_describe(fn)} was called with {nargs} "
+                "positional argument(s)",
+                hint="argnums counts positional arguments; keyword arguments are not "
+                "differentiated")
+        out.append(int(i) % nargs)
+    if len(set(out)) != len(out):
+        raise InvalidArgument(f"argnums {argnums!r} repeats an argument")
+    return tuple(out)
+
+
+def _param_name(fn, i: int) -> str:
+    try:
+        params = [p.name for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    return params[i] if i < len(params) else f"argument {i}"
+
+
+def _primal(trace: Trace, leaf, what: str, fn) -> Tracer:
+    """A fresh value for one leaf to differentiate with respect to. The identity node
+    keeps it apart from other uses of the same value (a closure over it, the same array
+    passed twice), so nested gradients never confuse their perturbations."""
+    value = trace.lift(leaf)
+    t = value.type
+    if t.dtype.kind != "f":
+        raise DTypeError(
+            f"cannot differentiate {_describe(fn)} with respect to {what}: it has dtype "
+            f"{t.dtype} ({t}); gradients are defined for real floating inputs only",
+            hint="convert it with .astype(np.float64), or leave it out of argnums")
+    return bind("reshape", Tracer(value, trace), shape=t.shape)
+
+
+def _flatten_primals(trace, args, argnums, fn) -> tuple[list, list[Tracer], list]:
+    """The arguments with fresh values in the differentiated positions, those values, and
+    one tree definition per position."""
+    args = list(args)
+    wrt: list[Tracer] = []
+    trees = []
+    for i in argnums:
+        leaves, tree = pytree.flatten(args[i])
+        paths = pytree.leaf_paths(tree, _param_name(fn, i))
+        fresh = [_primal(trace, leaf, repr(p), fn) for leaf, p in zip(leaves, paths,
+                                                                       strict=True)]
+        args[i] = pytree.unflatten(tree, fresh)
+        wrt += fresh
+        trees.append((tree, len(fresh)))
+    return args, wrt, trees
+
+
+def _unflatten_grads(grads: list, trees, single: bool):
+    out, k = [], 0
+    for tree, n in trees:
+        out.append(pytree.unflatten(tree, grads[k:k + n]))
+        k += n
+    return out[0] if single else tuple(out)
+
+
+def _split_aux(result, has_aux: bool, fn):
+    if not has_aux:
+        return result, None
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):
+        raise InvalidArgument(f"has_aux=True needs {_describe(fn)} to return a pair "
+                              f"(output, aux), got {type(result).__name__}")
+    return result[0], result[1]
+
+
+def _scalar_output(trace: Trace, out, fn) -> Value:
+    if isinstance(out, Tracer) or isinstance(out, (bool, int, float, complex, np.generic,
+                                                   np.ndarray)):
+        value = trace.lift(out)
+    else:
+        raise InvalidArgument(f"grad of {_describe(fn)}: the output is a "
+                              f"{type(out).__name__}, not an array",
+                              hint="return a scalar (use has_aux=True to return more)")
+    t = value.type
+    if t.shape != ():
+        raise ShapeError(
+            f"grad of {_describe(fn)} needs a scalar output, got shape {t.shape} ({t})",
+            hint="reduce the output to a scalar (e.g. .sum() or .mean()), or use "
+            "tracejit.vjp / tracejit.jacobian for non-scalar outputs")
+    if t.dtype.kind != "f":
+        raise DTypeError(
+            f"grad of {_describe(fn)} needs a real floating output, got dtype {t.dtype} ({t})",
+            hint="compute the output in floating point, e.g. .astype(np.float64)")
+    return value
+
+
+# ---------------------------------------------------------------- grad and value_and_grad
+
+
+class GradFunction:
+    """The gradient of ``fn`` (see :func:`grad`). Called on arrays it runs a ``jit`` of the
+    symbolic gradient, cached per signature; ``lower``/``cache_info`` inspect that."""
+
+    def __init__(self, fn, argnums, has_aux: bool, with_value: bool, backend: str | None):
+        functools.update_wrapper(self, fn, updated=())
+        self._fn = fn
+        self._argnums = argnums
+        self._has_aux = has_aux
+        self._with_value = with_value
+        prefix = "value_and_grad" if with_value else "grad"
+        name = getattr(fn, "__name__", "f")
+
+        @functools.wraps(fn, updated=())
+        def traced(*args, **kwargs):
+            return self._traced(args, kwargs)
+
+        traced.__name__ = traced.__qualname__ = f"{prefix}_{name}"
+        self.__name__ = traced.__name__
+        self._jit = jit(traced, backend=backend)
+
+    def __call__(self, *args, **kwargs):
+        if _active_trace() is not None:
+            return self._traced(args, kwargs)
+        return self._jit(*args, **kwargs)
+
+    def _traced(self, args, kwargs):
+        trace = _core.current()
+        argnums = _normalize_argnums(self._argnums, len(args), self._fn)
+        args, wrt, trees = _flatten_primals(trace, args, argnums, self._fn)
+        start = len(trace.nodes)
+        out, aux = _split_aux(self._fn(*args, **kwargs), self._has_aux, self._fn)
+        value = _scalar_output(trace, out, self._fn)
+        end = len(trace.nodes)
+        seed = bind("full", shape=(), dtype=value.type.dtype, value=1)
+        grads = backward(trace, start, end, [(value, seed)], [w._value for w in wrt])
+        g = _unflatten_grads(grads, trees, isinstance(self._argnums, (int, np.integer)))
+        if self._with_value:
+            out = Tracer(value, trace)
+            return ((out, aux) if self._has_aux else out), g
+        return (g, aux) if self._has_aux else g
+
+    def lower(self, *args, **kwargs):
+        """Trace and optimise the gradient for these arguments (nothing runs)."""
+        return self._jit.lower(*args, **kwargs)
+
+    def cache_info(self):
+        return self._jit.cache_info()
+
+    def __repr__(self) -> str:
+        kind = "value_and_grad" if self._with_value else "grad"
+        return f"<tracejit.{kind} of {self._fn!r}>"
+
+
+def grad(fn: Callable, argnums: int | tuple[int, ...] = 0, has_aux: bool = False, *,
+         backend: str | None = None) -> GradFunction:
+    """The gradient of a real floating scalar ``fn`` with respect to the positional
+    arguments ``argnums`` (an int: that argument's gradient; a tuple: a tuple of them).
+    Arguments may be pytrees of float arrays; the gradient has the same structure, shapes
+    and dtypes. With ``has_aux``, ``fn`` returns ``(out, aux)`` and the result is
+    ``(grad, aux)``."""
+    return GradFunction(fn, argnums, has_aux, False, backend)
+
+
+def value_and_grad(fn: Callable, argnums: int | tuple[int, ...] = 0, has_aux: bool = False,
+                   *, backend: str | None = None) -> GradFunction:
+    """Like :func:`grad`, returning ``(value, grad)`` (``((value, aux), grad)`` with
+    ``has_aux``) from one forward pass."""
+    return GradFunction(fn, argnums, has_aux, True, backend)
+
+
+# ---------------------------------------------------------------- vjp
+
+
+def _seeds(trace: Trace, out_leaves, out_tree, cotangent, fn) -> list[tuple[Value, Tracer]]:
+    ct_leaves, ct_tree = pytree.flatten(cotangent)
+    if ct_tree != out_tree:
+        raise InvalidArgument(
+            f"the cotangent given to the vjp of {_describe(fn)} has a different structure "
+            "from the function's output", hint="pass one array per output leaf, in a tree "
+            "of the same structure (tuple/list/dict) as the output")
+    seeds = []
+    for out, ct in zip(out_leaves, ct_leaves, strict=True):
+        v = trace.lift(out)
+        if v.type.dtype.kind != "f":
+            continue  # integer and boolean outputs carry no cotangent
+        c = Tracer(trace.lift(ct), trace)
+        if c.shape != v.type.shape:
+            raise ShapeError(f"the cotangent of an output {v.type} of {_describe(fn)} has "
+                             f"shape {c.shape}", hint="give each cotangent its output's shape")
+        seeds.append((v, c))
+    return seeds
+
+
+def _vjp_traced(fn, primals, has_aux: bool):
+    """``(out, vjp_fn[, aux])`` recorded in the active trace."""
+    trace = _core.current()
+    argnums = tuple(range(len(primals)))
+    args, wrt, trees = _flatten_primals(trace, primals, argnums, fn)
+    start = len(trace.nodes)
+    out, aux = _split_aux(fn(*args), has_aux, fn)
+    out_leaves, out_tree = pytree.flatten(out)
+    end = len(trace.nodes)
+
+    def vjp_fn(cotangent):
+        if not trace.active:
+            raise InvalidArgument("this vjp_fn belongs to a trace that has finished",
+                                  hint="call vjp_fn inside the function that called vjp")
+        seeds = _seeds(trace, out_leaves, out_tree, cotangent, fn)
+        grads = backward(trace, start, end, seeds, [w._value for w in wrt])
+        return _unflatten_grads(grads, trees, False)
+
+    return out, vjp_fn, aux
+
+
+_JITS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _cached_jit(fn, key, make):
+    """One jit per (fn, what it computes, backend), so repeated ``vjp(fn, ...)`` calls on
+    arrays reuse their compiled code."""
+    try:
+        per_fn = _JITS.setdefault(fn, {})
+    except TypeError:  # not weakly referenceable: no cache
+        return make()
+    if key not in per_fn:
+        per_fn[key] = make()
+    return per_fn[key]
+
+
+def vjp(fn: Callable, *primals, has_aux: bool = False, backend: str | None = None):
+    """``(out, vjp_fn)``: ``out = fn(*primals)`` and ``vjp_fn(cotangent)`` -> a tuple with
+    the cotangent of each primal (``cotangent`` has ``out``'s structure and shapes). With
+    ``has_aux``: ``(out, vjp_fn, aux)``. On arrays both are compiled and cached per
+    signature; the backward call recomputes the forward pass inside its own graph."""
+    if _active_trace() is not None:
+        out, vjp_fn, aux = _vjp_traced(fn, primals, has_aux)
+        return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
+    forward = _cached_jit(fn, ("forward", backend), lambda: jit(fn, backend=backend))
+
+    def make_backward():
+        def backward_fn(primals, cotangent):
+            return _vjp_traced(fn, primals, has_aux)[1](cotangent)
+
+        backward_fn.__name__ = f"vjp_{getattr(fn, '__name__', 'f')}"
+        return jit(backward_fn, backend=backend)
+
+    backward_jit = _cached_jit(fn, ("vjp", has_aux, backend), make_backward)
+    result = forward(*primals)
+    out, aux = _split_aux(result, has_aux, fn)
+
+    def vjp_fn(cotangent):
+        return backward_jit(tuple(primals), cotangent)
+
+    return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
+
+
+# ---------------------------------------------------------------- jacobian
+
+
+class JacobianFunction:
+    """The Jacobian of ``fn`` (see :func:`jacobian`)."""
+
+    def __init__(self, fn, argnums, backend: str | None):
+        functools.update_wrapper(self, fn, updated=())
+        self._fn = fn
+        self._argnums = argnums
+
+        @functools.wraps(fn, updated=())
+        def traced(*args, **kwargs):
+            return self._traced(args, kwargs)
+
+        traced.__name__ = traced.__qualname__ = f"jacobian_{getattr(fn, '__name__', 'f')}"
+        self.__name__ = traced.__name__
+        self._jit = jit(traced, backend=backend)
+
+    def __call__(self, *args, **kwargs):
+        if _active_trace() is not None:
+            return self._traced(args, kwargs)
+        return self._jit(*args, **kwargs)
+
+    def lower(self, *args, **kwargs):
+        return self._jit.lower(*args, **kwargs)
+
+    def _traced(self, args, kwargs):
+        trace = _core.current()
+        argnums = _normalize_argnums(self._argnums, len(args), self._fn)
+        args, wrt, trees = _flatten_primals(trace, args, argnums, self._fn)
+        start = len(trace.nodes)
+        out_leaves, out_tree = pytree.flatten(self._fn(*args, **kwargs))
+        values = [trace.lift(o) for o in out_leaves]
+        end = len(trace.nodes)
+        total = sum(v.type.size for v in values)
+        if total > JACOBIAN_MAX_OUTPUTS:
+            raise UnsupportedOperation(
+                f"jacobian of {_describe(self._fn)}: {total} output elements (more than "
+                f"{JACOBIAN_MAX_OUTPUTS}); it takes one reverse pass per output element",
+                hint="use tracejit.vjp with the cotangents you need, or grad of a scalar")
+        single = isinstance(self._argnums, (int, np.integer))
+        per_output = []
+        for v in values:
+            if v.type.dtype.kind != "f":
+                raise DTypeError(f"jacobian of {_describe(self._fn)}: an output has dtype "
+                                 f"{v.type.dtype} ({v.type}); only real floating outputs "
+                                 "have a Jacobian")
+            rows = []
+            for k in range(v.type.size):
+                onehot = np.zeros(v.type.size, v.type.dtype)
+                onehot[k] = 1
+                seed = Tracer(trace.constant(onehot.reshape(v.type.shape)), trace)
+                rows.append(backward(trace, start, end, [(v, seed)], [w._value for w in wrt]))
+            jac = [_stack_rows([r[j] for r in rows], v.type.shape, w) for j, w in
+                   enumerate(wrt)]
+            per_output.append(_unflatten_grads(jac, trees, single))
+        return pytree.unflatten(out_tree, per_output)
+
+
+def _stack_rows(rows: list[Tracer], out_shape: tuple[int, ...], w: Tracer) -> Tracer:
+    shape = out_shape + w.shape
+    if not rows:
+        return bind("full", shape=shape, dtype=w.dtype, value=0)
+    flat = [bind("reshape", r, shape=(1,) + w.shape) for r in rows]
+    stacked = flat[0] if len(flat) == 1 else bind("concatenate", *flat, axis=0)
+    return bind("reshape", stacked, shape=shape)
+
+
+def jacobian(fn: Callable, argnums: int | tuple[int, ...] = 0, *,
+             backend: str | None = None) -> JacobianFunction:
+    """The Jacobian of ``fn`` by reverse mode: for an output of shape ``S`` and an input of
+    shape ``T``, an array of shape ``S + T``. The output may be a pytree of float arrays
+    (the result mirrors it); one backward pass is unrolled per output element, so this is
+    for small outputs (at most ``JACOBIAN_MAX_OUTPUTS`` elements)."""
+    return JacobianFunction(fn, argnums, backend)
+
+
+__all__: list[str] = ["GradFunction", "JacobianFunction", "grad", "jacobian",
+                      "value_and_grad", "vjp"]

@@ -1,0 +1,97 @@
+"""Reverse-mode autodiff inside the trace being recorded.
+
+Why in the trace and not as a ``Graph -> Graph`` pass: the function is traced once, then
+the nodes it appended are walked in reverse from its output and each node's VJP rule
+(``vjp_rules.py``) emits the backward nodes into the same trace with ``bind``. So the
+gradient is one graph with the forward pass (fused and compiled like any other); a
+function closing over values of an enclosing trace differentiates with them as
+constants; and a gradient of a gradient simply walks the nodes the first walk emitted,
+with no nested-graph machinery.
+"""
+
+from __future__ import annotations
+
+from ..errors import IRError, UnsupportedOperation
+from ..ir import TensorType, Value
+from ..trace.core import Trace, bind
+from ..trace.tracer import Tracer
+from .vjp_rules import NON_DIFFERENTIABLE, RULES, ZERO_GRADIENT
+
+_DIFFERENTIABLE_KINDS = "fc"
+
+
+def sum_to(g: Tracer, shape: tuple[int, ...]) -> Tracer:
+    """Sum a cotangent over the axes broadcasting added, back to ``shape``."""
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    if lead < 0:
+        raise IRError(f"cotangent of shape {g.shape} for a value of shape {shape}")
+    axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape)
+                                      if d == 1 and g.shape[lead + i] != 1)
+    if axes:
+        g = bind("sum", g, axis=axes, keepdims=False, dtype=None)
+    return g if g.shape == shape else bind("reshape", g, shape=shape)
+
+
+def fit(g: Tracer, t: TensorType) -> Tracer:
+    """The cotangent of a value of type ``t``: its shape, and its dtype (a cast's gradient
+    is cast back)."""
+    g = sum_to(g, t.shape)
+    return g if g.dtype == t.dtype else bind("convert", g, dtype=t.dtype)
+
+
+def zeros(t: TensorType) -> Tracer:
+    return bind("full", shape=t.shape, dtype=t.dtype, value=0)
+
+
+def _active(nodes, wrt: list[Value]) -> set[Value]:
+    """The values that depend on ``wrt`` through differentiable ops (float or complex)."""
+    active = set(wrt)
+    for n in nodes:
+        if (n.op in NON_DIFFERENTIABLE or n.op in ZERO_GRADIENT
+                or n.out.type.dtype.kind not in _DIFFERENTIABLE_KINDS):
+            continue
+        if any(v in active for v in n.inputs):
+            active.add(n.out)
+    return active
+
+
+def backward(trace: Trace, start: int, end: int, seeds: list[tuple[Value, Tracer]],
+             wrt: list[Value]) -> list[Tracer]:
+    """Cotangents of ``wrt`` given ``seeds`` (output value, its cotangent), through the
+    nodes ``trace.nodes[start:end]``. Values in ``wrt`` must not be defined by those nodes
+    (the caller gives each its own identity node first). Emits the backward nodes into
+    ``trace``, each located at the line of the forward node it differentiates."""
+    nodes = trace.nodes[start:end]
+    active = _active(nodes, wrt)
+    cts: dict[Value, Tracer] = {}
+
+    def accumulate(v: Value, g: Tracer) -> None:
+        g = fit(g, v.type)
+        old = cts.get(v)
+        cts[v] = g if old is None else bind("add", old, g)
+
+    for v, g in seeds:
+        if v in active:
+            accumulate(v, g)
+    for n in reversed(nodes):
+        g = cts.pop(n.out, None)
+        if g is None:
+            continue
+        if n.out.type.dtype.kind == "c":
+            raise UnsupportedOperation(
+                f"gradients through complex values ({n.op} gives {n.out.type}) are not "
+                "supported", hint="differentiate a real-valued computation", location=n.loc)
+        rule = RULES.get(n.op)
+        if rule is None:
+            raise UnsupportedOperation(f"no gradient rule for the op {n.op!r}", location=n.loc)
+        mark = len(trace.nodes)
+        ins = [Tracer(v, trace) for v in n.inputs]
+        grads = rule(g, Tracer(n.out, trace), *ins, **n.attrs)
+        for v, gi in zip(n.inputs, grads, strict=True):
+            if gi is not None and v in active:
+                accumulate(v, gi)
+        for emitted in trace.nodes[mark:]:
+            emitted.loc = n.loc
+    return [cts[v] if v in cts else zeros(v.type) for v in wrt]

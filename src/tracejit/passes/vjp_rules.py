@@ -1,0 +1,353 @@
+"""Vector-Jacobian product rules: one per differentiable registry op.
+
+A rule is ``rule(g, ans, *xs, **attrs) -> tuple`` with one cotangent (or None) per input:
+``g`` is the cotangent of the node's output ``ans``, ``xs`` its inputs, all Tracers of the
+trace being recorded. Rules are written with ``bind``, so the backward graph is made of IR
+ops and is itself differentiable (higher order). A rule may return a cotangent with the
+output's shape and dtype: the walker in ``autodiff.py`` sums it back to the input's shape
+(broadcasting) and casts it to the input's dtype, so rules need not.
+
+Choices (as in autograd and JAX): ``max``/``min`` reductions and ``maximum``/``minimum``/
+``fmax``/``fmin`` share the gradient equally among tied elements; ``clip`` is
+``minimum(maximum(x, lo), hi)``, so a value equal to a bound splits its gradient with it;
+``abs`` has derivative 0 at 0; ``x ** y`` gives ``dx = 0`` where ``y == 0`` and ``dy = 0``
+where ``x == 0``. Elsewhere domain edges give what NumPy computes (``sqrt`` at 0 gives inf,
+``log`` at 0 gives -inf, ``arcsin`` at 1 gives inf), never an exception.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..trace.core import bind
+
+# Ops with no cotangent at all: boolean, integer or index results.
+NON_DIFFERENTIABLE = frozenset(
+    "equal not_equal less less_equal greater greater_equal logical_and logical_or "
+    "logical_xor logical_not bitwise_and bitwise_or bitwise_xor invert left_shift right_shift "
+    "isnan isinf isfinite argmax argmin any all".split()
+)
+# Float results that are piecewise constant: the gradient is zero (it stops there).
+ZERO_GRADIENT = frozenset("floor ceil trunc rint sign floor_divide".split())
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _where(cond, a, b):
+    return bind("where", cond, a, b)
+
+
+def _mul(*xs):
+    out = xs[0]
+    for x in xs[1:]:
+        out = bind("multiply", out, x)
+    return out
+
+
+def _div(a, b):
+    return bind("true_divide", a, b)
+
+
+def _neg(x):
+    return bind("negative", x)
+
+
+def _sq(x):
+    return bind("multiply", x, x)
+
+
+def _keepdims(g, x_shape, axis, keepdims):
+    """``g`` of a reduction over ``axis``, reshaped so it broadcasts against the input."""
+    if keepdims:
+        return g
+    shape = tuple(1 if i in axis else d for i, d in enumerate(x_shape))
+    return bind("reshape", g, shape=shape)
+
+
+def _expand(g, x_shape, axis, keepdims):
+    g = _keepdims(g, x_shape, axis, keepdims)
+    return g if g.shape == tuple(x_shape) else bind("broadcast_to", g, shape=tuple(x_shape))
+
+
+def _as_float(mask, like):
+    return bind("convert", mask, dtype=like.dtype)
+
+
+# ---------------------------------------------------------------- elementwise
+
+
+def _unary(derivative):
+    """A rule ``g * derivative(x, ans)``."""
+    return lambda g, ans, x: (_mul(g, derivative(x, ans)),)
+
+
+def _sqrt_rule(g, ans, x):
+    return (_div(g, _mul(ans, 2.0)),)
+
+
+def _cbrt_rule(g, ans, x):
+    return (_div(g, _mul(_sq(ans), 3.0)),)
+
+
+def _reciprocal_rule(g, ans, x):
+    return (_neg(_mul(g, _sq(ans))),)
+
+
+def _inv_sqrt(d):
+    """``1 / sqrt(d)`` as a rule factor (arcsin and relatives)."""
+    return _div(1.0, bind("sqrt", d))
+
+
+def _true_divide_rule(g, ans, x, y):
+    gx = _div(g, y)
+    return gx, _neg(_mul(gx, ans))
+
+
+def _power_rule(g, ans, x, y):
+    # dx = y * x**(y-1), with y == 0 giving 0 rather than 0 * x**-1 (nan at x == 0);
+    # dy = ans * log(x), with x == 0 giving 0 (the limit for y > 0) rather than 0 * -inf.
+    exponent = _where(bind("not_equal", y, 0), bind("subtract", y, 1), 1.0)
+    gx = _mul(g, y, bind("power", x, exponent))
+    safe_x = _where(bind("equal", x, 0), 1.0, x)
+    gy = _mul(g, ans, bind("log", safe_x))
+    return gx, gy
+
+
+def _remainder_rule(g, ans, x, y):
+    return g, _neg(_mul(g, bind("floor_divide", x, y)))
+
+
+def _arctan2_rule(g, ans, y, x):
+    d = bind("add", _sq(x), _sq(y))
+    return _div(_mul(g, x), d), _neg(_div(_mul(g, y), d))
+
+
+def _hypot_rule(g, ans, x, y):
+    return _div(_mul(g, x), ans), _div(_mul(g, y), ans)
+
+
+def _logaddexp_rule(g, ans, x, y):
+    return (_mul(g, bind("exp", bind("subtract", x, ans))),
+            _mul(g, bind("exp", bind("subtract", y, ans))))
+
+
+def _share(g, picked, tie):
+    """``g`` where ``picked`` holds, half of it on a ``tie``, else 0."""
+    return _where(tie, _mul(g, 0.5), _where(picked, g, 0.0))
+
+
+def _extremum_rule(greater: str, nan_wins: bool):
+    """maximum/minimum (``nan_wins``: a NaN operand is the result) and fmax/fmin (a NaN
+    operand is ignored). Ties split the gradient equally."""
+
+    def rule(g, ans, x, y):
+        tie = bind("equal", x, y)
+        nx, ny = bind("isnan", x), bind("isnan", y)
+        if nan_wins:
+            px = bind("logical_or", bind(greater, x, y), nx)
+            py = bind("logical_or", bind(greater, y, x), bind("logical_and", ny,
+                                                              bind("logical_not", nx)))
+        else:
+            px = bind("logical_or", bind(greater, x, y), bind("logical_and", ny,
+                                                              bind("logical_not", nx)))
+            py = bind("logical_or", bind(greater, y, x), bind("logical_and", nx,
+                                                              bind("logical_not", ny)))
+        return _share(g, px, tie), _share(g, py, tie)
+
+    return rule
+
+
+_maximum_rule = _extremum_rule("greater", nan_wins=True)
+_minimum_rule = _extremum_rule("less", nan_wins=True)
+
+
+def _clip_rule(g, ans, x, lo, hi):
+    low = bind("maximum", x, lo)
+    g_low, g_hi = _minimum_rule(g, ans, low, hi)
+    g_x, g_lo = _maximum_rule(g_low, low, x, lo)
+    return g_x, g_lo, g_hi
+
+
+def _where_rule(g, ans, cond, a, b):
+    return None, _where(cond, g, 0.0), _where(cond, 0.0, g)
+
+
+def _convert_rule(g, ans, x):
+    return (g,)  # the walker casts it back to x's dtype
+
+
+# ---------------------------------------------------------------- reductions
+
+
+def _sum_rule(g, ans, x, *, axis, keepdims, dtype):
+    return (_expand(g, x.shape, axis, keepdims),)
+
+
+def _prod_rule(g, ans, x, *, axis, keepdims, dtype):
+    """Correct with zeros: with none in a slice ``ans / x``; with one, the product of the
+    others at the zero and 0 elsewhere; with two or more, 0."""
+    zero = bind("equal", x, 0)
+    count = bind("sum", zero, axis=axis, keepdims=True, dtype=None)
+    nonzero_prod = bind("prod", _where(zero, 1.0, x), axis=axis, keepdims=True,
+                        dtype=ans.dtype)
+    safe_x = _where(zero, 1.0, x)
+    none = _div(nonzero_prod, safe_x)
+    one = _where(bind("logical_and", bind("equal", count, 1), zero), nonzero_prod, 0.0)
+    factor = _where(bind("equal", count, 0), none, one)
+    return (_mul(_keepdims(g, x.shape, axis, keepdims), factor),)
+
+
+def _extremum_reduce_rule(g, ans, x, *, axis, keepdims):
+    """The gradient is shared equally among the elements equal to the result (NaN ones
+    when the result is NaN)."""
+    hit = bind("logical_or", bind("equal", x, _keepdims(ans, x.shape, axis, keepdims)),
+               bind("isnan", x))
+    hit = _as_float(hit, g)
+    count = bind("sum", hit, axis=axis, keepdims=True, dtype=None)
+    return (_mul(_keepdims(g, x.shape, axis, keepdims), _div(hit, count)),)
+
+
+# ---------------------------------------------------------------- contraction
+
+
+def _swap_last(x):
+    perm = tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2)
+    return bind("transpose", x, perm=perm)
+
+
+def _matmul_rule(g, ans, a, b):
+    return bind("matmul", g, _swap_last(b)), bind("matmul", _swap_last(a), g)
+
+
+# ---------------------------------------------------------------- structural
+
+
+def _reshape_rule(g, ans, x, *, shape):
+    return (bind("reshape", g, shape=x.shape),)
+
+
+def _transpose_rule(g, ans, x, *, perm):
+    return (bind("transpose", g, perm=tuple(int(i) for i in np.argsort(perm))),)
+
+
+def _broadcast_to_rule(g, ans, x, *, shape):
+    return (g,)  # the walker sums it back to x's shape
+
+
+def _slice_rule(g, ans, x, *, starts, stops, steps):
+    """Scatter ``g`` back into zeros: one ``pad`` for the unit-step dimensions, and for each
+    strided one a gather from ``g`` padded with one zero (the positions not sliced read
+    it)."""
+    widths = []
+    for d, (a, s) in enumerate(zip(starts, steps, strict=True)):
+        n = g.shape[d]
+        if s == 1:
+            widths.append((a, x.shape[d] - a - n))
+            continue
+        widths.append((0, 0))
+        index = np.full(x.shape[d], n, dtype=np.int64)
+        index[a + s * np.arange(n)] = np.arange(n)
+        w = [(0, 0)] * g.ndim
+        w[d] = (0, 1)
+        g = bind("gather", bind("pad", g, widths=tuple(w), value=0), index, axis=d)
+    if any(w != (0, 0) for w in widths):
+        g = bind("pad", g, widths=tuple(widths), value=0)
+    return (g,)
+
+
+def _concatenate_rule(g, ans, *xs, axis):
+    out, start = [], 0
+    for x in xs:
+        n = x.shape[axis]
+        starts = tuple(start if d == axis else 0 for d in range(g.ndim))
+        stops = tuple(start + n if d == axis else g.shape[d] for d in range(g.ndim))
+        out.append(bind("slice", g, starts=starts, stops=stops, steps=(1,) * g.ndim)
+                   if n else bind("full", shape=x.shape, dtype=g.dtype, value=0))
+        start += n
+    return tuple(out)
+
+
+def _pad_rule(g, ans, x, *, widths, value):
+    starts = tuple(a for a, _ in widths)
+    stops = tuple(a + d for (a, _), d in zip(widths, x.shape, strict=True))
+    return (bind("slice", g, starts=starts, stops=stops, steps=(1,) * g.ndim),)
+
+
+# ---------------------------------------------------------------- indexing
+
+
+def _gather_rule(g, ans, x, *idx, axis):
+    zeros = bind("full", shape=x.shape, dtype=g.dtype, value=0)
+    return (bind("scatter_add", zeros, g, *idx, axis=axis),) + (None,) * len(idx)
+
+
+def _scatter_add_rule(g, ans, x, updates, *idx, axis):
+    return (g, bind("gather", g, *idx, axis=axis)) + (None,) * len(idx)
+
+
+# ---------------------------------------------------------------- the table
+
+LN2, LN10 = math.log(2.0), math.log(10.0)
+
+RULES = {
+    "add": lambda g, ans, x, y: (g, g),
+    "subtract": lambda g, ans, x, y: (g, _neg(g)),
+    "multiply": lambda g, ans, x, y: (_mul(g, y), _mul(g, x)),
+    "true_divide": _true_divide_rule,
+    "negative": lambda g, ans, x: (_neg(g),),
+    "positive": lambda g, ans, x: (g,),
+    "absolute": _unary(lambda x, ans: bind("sign", x)),
+    "square": _unary(lambda x, ans: _mul(x, 2.0)),
+    "sqrt": _sqrt_rule,
+    "cbrt": _cbrt_rule,
+    "reciprocal": _reciprocal_rule,
+    "exp": _unary(lambda x, ans: ans),
+    "exp2": _unary(lambda x, ans: _mul(ans, LN2)),
+    "expm1": _unary(lambda x, ans: bind("add", ans, 1.0)),
+    "log": lambda g, ans, x: (_div(g, x),),
+    "log2": lambda g, ans, x: (_div(g, _mul(x, LN2)),),
+    "log10": lambda g, ans, x: (_div(g, _mul(x, LN10)),),
+    "log1p": lambda g, ans, x: (_div(g, bind("add", x, 1.0)),),
+    "sin": _unary(lambda x, ans: bind("cos", x)),
+    "cos": _unary(lambda x, ans: _neg(bind("sin", x))),
+    "tan": _unary(lambda x, ans: bind("add", _sq(ans), 1.0)),
+    "arcsin": _unary(lambda x, ans: _inv_sqrt(bind("subtract", 1.0, _sq(x)))),
+    "arccos": _unary(lambda x, ans: _neg(_inv_sqrt(bind("subtract", 1.0, _sq(x))))),
+    "arctan": lambda g, ans, x: (_div(g, bind("add", _sq(x), 1.0)),),
+    "sinh": _unary(lambda x, ans: bind("cosh", x)),
+    "cosh": _unary(lambda x, ans: bind("sinh", x)),
+    "tanh": _unary(lambda x, ans: bind("subtract", 1.0, _sq(ans))),
+    "arcsinh": _unary(lambda x, ans: _inv_sqrt(bind("add", _sq(x), 1.0))),
+    "arccosh": _unary(lambda x, ans: _inv_sqrt(bind("subtract", _sq(x), 1.0))),
+    "arctanh": lambda g, ans, x: (_div(g, bind("subtract", 1.0, _sq(x))),),
+    "power": _power_rule,
+    "remainder": _remainder_rule,
+    "arctan2": _arctan2_rule,
+    "hypot": _hypot_rule,
+    "logaddexp": _logaddexp_rule,
+    "maximum": _maximum_rule,
+    "minimum": _minimum_rule,
+    "fmax": _extremum_rule("greater", nan_wins=False),
+    "fmin": _extremum_rule("less", nan_wins=False),
+    "clip": _clip_rule,
+    "where": _where_rule,
+    "convert": _convert_rule,
+    "sum": _sum_rule,
+    "prod": _prod_rule,
+    "max": _extremum_reduce_rule,
+    "min": _extremum_reduce_rule,
+    "matmul": _matmul_rule,
+    "reshape": _reshape_rule,
+    "transpose": _transpose_rule,
+    "broadcast_to": _broadcast_to_rule,
+    "slice": _slice_rule,
+    "concatenate": _concatenate_rule,
+    "pad": _pad_rule,
+    "gather": _gather_rule,
+    "scatter_add": _scatter_add_rule,
+    "constant": lambda g, ans: (),
+    "full": lambda g, ans: (),
+}
