@@ -273,8 +273,8 @@ def _sigmoid(node: Node, producer: Producer) -> list[Node] | None:
     neg = _plus_const(den, producer, 1)
     neg = _exp_arg(neg, producer) if neg is not None else None
     n = _node(neg, producer, "negative") if neg is not None else None
-    if n is None or not _floats(n.inputs[0]):
-        return None
+    if n is None or not _floats(n.inputs[0]) or _node(n.inputs[0], producer, "absolute"):
+        return None  # exp(-|x|) cannot overflow: already the stable form
     x = n.inputs[0]
     b = _Builder(node)
     z = b("exp", b("negative", b("absolute", x)))
