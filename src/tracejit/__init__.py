@@ -1,6 +1,6 @@
 """tracejit: a tracing JIT compiler for plain NumPy code."""
 
-from . import errors
+from . import errors, nn
 from .api import CacheInfo, JitFunction, Lowered, jit
 from .autodiff import grad, jacobian, value_and_grad, vjp
 from .backends import available_backends
@@ -9,4 +9,4 @@ from .profiler import Profile, profile
 __version__ = "0.1.0"
 
 __all__ = ["CacheInfo", "JitFunction", "Lowered", "Profile", "available_backends", "errors",
-           "grad", "jacobian", "jit", "profile", "value_and_grad", "vjp"]
+           "grad", "jacobian", "jit", "nn", "profile", "value_and_grad", "vjp"]
