@@ -25,7 +25,6 @@ import numpy as np
 import tracejit as tj
 
 RESULTS = os.path.join(os.path.dirname(__file__), "RESULTS.md")
-BEGIN, END = "<!-- bench-cpu:begin -->", "<!-- bench-cpu:end -->"
 
 
 def timeit(fn, *args, number: int = 10, repeat: int = 7) -> float:
@@ -200,23 +199,32 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--write", action="store_true", help="update bench/RESULTS.md")
     args = parser.parse_args()
-    head = (f"Measured {datetime.date.today()} on {platform.machine()}, {os.cpu_count()} cores, "
-            f"Python {platform.python_version()}, NumPy {np.__version__}, tracejit "
-            f"{tj.__version__}" + (f", JAX {jax.__version__}" if jax else "")
-            + (f", numexpr {ne.__version__}" if ne else "") + ".")
-    parts = [head, bench_exp(), bench_chain(np.float32), bench_chain(np.float64), bench_rows(),
-             bench_overhead(), bench_compile()]
+    parts = [machine_line(), bench_exp(), bench_chain(np.float32), bench_chain(np.float64),
+             bench_rows(), bench_overhead(), bench_compile()]
     text = "\n\n".join(parts)
     print(text)
     if args.write:
-        old = open(RESULTS).read() if os.path.exists(RESULTS) else "# Benchmark results\n"
-        section = f"{BEGIN}\n## CPU\n\n{text}\n{END}"
-        if BEGIN in old:
-            old = old[: old.index(BEGIN)] + section + old[old.index(END) + len(END):]
-        else:
-            old = old.rstrip() + "\n\n" + section + "\n"
-        with open(RESULTS, "w") as f:
-            f.write(old)
+        write_section("bench-cpu", "CPU", text)
+
+
+def machine_line() -> str:
+    return (f"Measured {datetime.date.today()} on {platform.machine()}, {os.cpu_count()} cores, "
+            f"Python {platform.python_version()}, NumPy {np.__version__}, tracejit "
+            f"{tj.__version__}" + (f", JAX {jax.__version__}" if jax else "")
+            + (f", numexpr {ne.__version__}" if ne else "") + ".")
+
+
+def write_section(tag: str, title: str, text: str) -> None:
+    """Replace (or append) the part of RESULTS.md between ``<!-- tag:begin/end -->``."""
+    begin, end = f"<!-- {tag}:begin -->", f"<!-- {tag}:end -->"
+    old = open(RESULTS).read() if os.path.exists(RESULTS) else "# Benchmark results\n"
+    section = f"{begin}\n## {title}\n\n{text}\n{end}"
+    if begin in old:
+        old = old[: old.index(begin)] + section + old[old.index(end) + len(end):]
+    else:
+        old = old.rstrip() + "\n\n" + section + "\n"
+    with open(RESULTS, "w") as f:
+        f.write(old)
 
 
 if __name__ == "__main__":

@@ -14,16 +14,7 @@ import time
 import numpy as np
 
 import tracejit
-
-
-def make_moons(n: int, noise: float, rng: np.random.Generator):
-    """Two interleaving half circles, like scikit-learn's make_moons."""
-    t = rng.uniform(0, np.pi, n)
-    upper = rng.random(n) < 0.5
-    x = np.where(upper, np.cos(t), 1 - np.cos(t))
-    y = np.where(upper, np.sin(t), 0.5 - np.sin(t))
-    X = np.stack([x, y], axis=1) + noise * rng.standard_normal((n, 2))
-    return X.astype(np.float32), upper.astype(np.int64)
+from tracejit.datasets import make_moons
 
 
 def loss_and_accuracy(params, X, y, reg):
