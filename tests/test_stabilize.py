@@ -12,7 +12,7 @@ import tracejit as tj
 from tracejit import nn
 from tracejit.ir import verify
 from tracejit.passes import run_pipeline
-from tracejit.passes.stabilize import stabilize
+from tracejit.passes.stabilize import stabilize, stabilize_nodes
 
 LOUD = {"over": "raise", "invalid": "raise", "divide": "raise"}  # underflow is fine
 RTOL = {np.dtype(np.float32): 2e-6, np.dtype(np.float64): 1e-14}
@@ -250,3 +250,25 @@ def test_rewrites_on_backend(backend):
         np.testing.assert_allclose(got, want, rtol=rtol)
     assert np.isinf(np.expm1(x)).any()  # the naive forms overflow on these inputs
     run_pipeline(tj.jit(fn).lower(x).graph)  # verified after every pass
+
+
+def test_stabilize_nodes_keeps_every_definition():
+    """For splicing into a trace (to differentiate the stable form): every traced value is
+    still defined, in order; nothing rewritten gives the same list."""
+    x = moderate(np.float32)
+    nodes = tj.jit(naive_softmax_log).lower(x).graph.nodes
+    new = stabilize_nodes(nodes)
+    defined = [n.out for n in new]
+    assert {n.out for n in nodes} <= set(defined) and len(set(defined)) == len(defined)
+    assert [n.op for n in new if n.out is nodes[-1].out] == ["subtract"]
+    plain = tj.jit(lambda x: np.log(2 + x)).lower(x).graph.nodes
+    assert stabilize_nodes(plain) is plain
+
+
+def test_nn_helpers_are_already_stable():
+    """tracejit.nn writes the stable forms: the pass leaves them as they are."""
+    x = moderate(np.float32)
+    for fn in (nn.softmax, nn.log_softmax, nn.logsumexp, nn.sigmoid, nn.softplus,
+               lambda z: nn.binary_crossentropy(z, x, from_logits=True)):
+        graph = tj.jit(fn).lower(x).graph
+        assert stabilize(graph) is graph

@@ -51,18 +51,26 @@ Producer = Callable[[Value], Node | None]
 
 
 def stabilize(graph: Graph) -> Graph:
-    traced = graph.producers()  # matching looks at the graph as traced
-    nodes, changed = [], False
-    for node in graph.nodes:
+    nodes = stabilize_nodes(graph.nodes)
+    return graph if nodes is graph.nodes else dce(graph.replace(nodes=nodes))
+
+
+def stabilize_nodes(nodes: list[Node]) -> list[Node]:
+    """The rewrites on a node list in topological order (``nodes`` itself if none fires).
+    Every value keeps its definition, so a caller may splice the result into a trace, e.g.
+    to differentiate the stable form; unused originals are left for DCE."""
+    traced = {n.out: n for n in nodes}  # matching looks at the nodes as traced
+    out, changed = [], False
+    for node in nodes:
         new = None
         if node.out.type.dtype.kind == "f" and node.op in RULES:
             try:
                 new = RULES[node.op](node, traced.get)
             except TracejitError:  # a rule rejected a replacement node: keep the original
                 new = None
-        nodes.extend(new or [node])
+        out.extend(new or [node])
         changed = changed or bool(new)
-    return dce(graph.replace(nodes=nodes)) if changed else graph
+    return out if changed else nodes
 
 
 class _Builder:
@@ -248,6 +256,9 @@ def _log(node: Node, producer: Producer) -> list[Node] | None:
 
 def _log1p(node: Node, producer: Producer) -> list[Node] | None:
     z = _exp_arg(node.inputs[0], producer)
+    neg = _node(z, producer, "negative") if z is not None else None
+    if neg is not None and _node(neg.inputs[0], producer, "absolute"):
+        return None  # log1p(exp(-|x|)) cannot overflow: already the stable form
     return _softplus(node, z) if z is not None else None
 
 
