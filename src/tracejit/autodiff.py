@@ -114,8 +114,9 @@ def _split_aux(result, has_aux: bool, fn):
     if not has_aux:
         return result, None
     if not (isinstance(result, (tuple, list)) and len(result) == 2):
+        got = "an array" if isinstance(result, Tracer) else f"a {type(result).__name__}"
         raise InvalidArgument(f"has_aux=True needs {_describe(fn)} to return a pair "
-                              f"(output, aux), got {type(result).__name__}")
+                              f"(output, aux), got {got}")
     return result[0], result[1]
 
 

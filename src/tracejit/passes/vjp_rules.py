@@ -175,7 +175,7 @@ def _where_rule(g, ans, cond, a, b):
     return None, _where(cond, g, 0.0), _where(cond, 0.0, g)
 
 
-def _convert_rule(g, ans, x):
+def _convert_rule(g, ans, x, *, dtype):
     return (g,)  # the walker casts it back to x's dtype
 
 
@@ -348,6 +348,6 @@ RULES = {
     "pad": _pad_rule,
     "gather": _gather_rule,
     "scatter_add": _scatter_add_rule,
-    "constant": lambda g, ans: (),
-    "full": lambda g, ans: (),
+    "constant": lambda g, ans, **attrs: (),  # no inputs: nothing to propagate
+    "full": lambda g, ans, **attrs: (),
 }
