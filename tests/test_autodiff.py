@@ -234,6 +234,7 @@ def test_documented_ties_and_edges():
         np.array([[1.0, 2.0], [1.0, 0.0]])), [[0.5, 0.0], [0.5, 1.0]])
     assert tj.grad(np.maximum, argnums=(0, 1), backend=R)(1.0, 1.0) == (0.5, 0.5)
     assert tj.grad(np.fmin, argnums=(0, 1), backend=R)(np.nan, 1.0) == (0.0, 1.0)
+    assert tj.grad(np.maximum, argnums=(0, 1), backend=R)(np.nan, 1.0) == (1.0, 0.0)
     # clip is maximum then minimum: at a bound the gradient is split with the bound
     assert tj.grad(lambda x, lo: np.clip(x, lo, 2.0), argnums=(0, 1), backend=R)(
         1.0, 1.0) == (0.5, 0.5)
@@ -246,6 +247,9 @@ def test_documented_ties_and_edges():
         assert g(np.log)(0.0) == np.inf
         assert g(np.arcsin)(1.0) == np.inf
         assert g(np.arccosh)(1.0) == np.inf
+        # where's untaken branch gets a zero cotangent, and 0 * inf is NaN, as in JAX
+        assert np.isnan(g(lambda x: np.where(x > 0, np.sqrt(x), 0.0))(-1.0))
+        assert g(lambda x: np.where(x > 0, np.sqrt(np.where(x > 0, x, 1.0)), 0.0))(-1.0) == 0
         assert g(lambda x: x ** 0.5)(0.0) == np.inf
     assert g(lambda x: np.power(x, 0.0))(0.0) == 0.0  # not 0 * 0**-1
     assert g(lambda y: np.power(0.0, y))(2.0) == 0.0  # not 0 * log(0)

@@ -22,7 +22,7 @@ from hypothesis.extra import numpy as hnp
 import tracejit as tj
 from tracejit.passes.vjp_rules import RULES
 
-SETTINGS = settings(max_examples=6, deadline=None,
+SETTINGS = settings(max_examples=10, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 EPS, RTOL, ATOL = 1e-6, 1e-5, 1e-7
 HVP_EPS, HVP_RTOL, HVP_ATOL = 1e-5, 1e-4, 1e-6
@@ -199,7 +199,7 @@ def test_first_order(name, data):
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-@settings(SETTINGS, max_examples=3)
+@settings(SETTINGS, max_examples=4)
 @given(data=st.data())
 def test_hessian_vector_product(name, data):
     case = CASES[name]
