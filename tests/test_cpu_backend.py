@@ -9,13 +9,15 @@ import pytest
 
 import tracejit as tj
 from tracejit.backends.cpu.codegen import PARALLEL_MIN_SIZE, fusible
+from tracejit.passes.contract import split_skinny_matmuls
 from tracejit.passes.fusion import fuse
 
 RNG = np.random.default_rng(0)
 
 
 def kernels(fn, *args):
-    return fuse(tj.jit(fn).lower(*args).optimized_graph, fusible)
+    """The kernels the CPU backend makes of ``fn``'s graph (codegen splits skinny matmuls)."""
+    return fuse(split_skinny_matmuls(tj.jit(fn).lower(*args).optimized_graph), fusible)
 
 
 def check(fn, *args, rtol=1e-6):
@@ -139,6 +141,27 @@ def test_large_reductions_run_in_parallel_blocks():
         np.testing.assert_array_equal(g, w)
 
 
+def test_skinny_matmuls_become_sums_inside_loop_kernels():
+    a = RNG.standard_normal((300, 40)).astype(np.float32)
+    w = RNG.standard_normal((40, 2)).astype(np.float32)
+    d = RNG.standard_normal((300, 3)).astype(np.float32)
+
+    def layer(a, w):  # the product's columns are row sums in the loop that computes tanh
+        return np.tanh(a) @ w
+
+    ks = kernels(layer, a, w)
+    assert [k.kind for k in ks if k.kind == "loop"] == ["loop"]
+    assert not any(n.op == "matmul" for k in ks for n in k.nodes)
+    check(layer, a, w, rtol=1e-5)
+    check(lambda a, d: np.tanh(a).T @ d, a, d, rtol=1e-5)  # column sums over a's own layout
+    check(lambda a, d: d.T @ np.tanh(a), a, d, rtol=1e-5)  # a few rows of the result
+    check(lambda a, w: (w.T @ a.T, a @ w[:, :1]), a, w, rtol=1e-5)  # no transpose; N == 1
+    x64 = a.astype(np.float64)
+    check(lambda a, b: a @ b, x64, RNG.standard_normal((40, 60)))  # wide: stays BLAS
+    assert any(n.op == "matmul" for k in kernels(lambda a, b: a @ b, a, a.T.copy())
+               for n in k.nodes)
+
+
 def test_library_fallbacks():
     idx = np.array([3, 0, -1])
     check(lambda x, i: x[i] * 2, X, idx)  # gather is a library step, the multiply a kernel
@@ -163,10 +186,10 @@ def test_small_k_matmul_fuses_with_its_epilogue():
         return h @ w2
 
     x = RNG.standard_normal((50, 2)).astype(np.float32)
-    w1, w2 = RNG.standard_normal((2, 30)).astype(np.float32), X[:, :2].repeat(5, 0)[:30]
+    w1, w2 = RNG.standard_normal((2, 30)).astype(np.float32), X[:, :8].repeat(5, 0)[:30]
     b1 = RNG.standard_normal(30).astype(np.float32)
     ks = kernels(layer, x, w1, b1, w2)
-    assert [k.kind for k in ks] == ["loop", "library"]  # K=2 unrolled; K=30 goes to BLAS
+    assert [k.kind for k in ks] == ["loop", "library"]  # K=2 unrolled; K=30, N=8: BLAS
     assert [n.op for n in ks[0].nodes] == ["matmul", "add", "tanh"]
     check(layer, x, w1, b1, w2, rtol=1e-5)
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from ...ir import Graph, Node, Value
 from ...ir.registry import REGISTRY
+from ...passes.contract import SMALL_K, split_skinny_matmuls
 from ...passes.fusion import LOOP_REDUCTIONS, Kernel, fuse
 from ...profiler import StepInfo
 from . import ops, threads
@@ -54,8 +55,6 @@ def loop_dtypes(node: Node) -> tuple[np.dtype, ...] | None:
 def _numba_dtype(dtype: np.dtype) -> bool:
     return dtype.kind in "biu" or dtype in (np.float32, np.float64)  # no float16, no complex
 
-
-SMALL_K = 16  # matmuls contracting at most this many terms are unrolled into loop kernels
 
 
 def fusible(node: Node) -> bool:
@@ -116,6 +115,7 @@ class _Module:
 def generate(graph: Graph, profile: bool = False) -> tuple[str, dict]:
     """Module source and its namespace. With ``profile`` the runner times every step and
     calls ``record(step, seconds)``; ``namespace["steps"]`` describes the steps."""
+    graph = split_skinny_matmuls(graph)
     mod = _Module(graph)
     kernels = fuse(graph, fusible)
     body: list[str] = []
@@ -157,8 +157,14 @@ def _emit_library(mod: _Module, k: int, node: Node, body: list[str], where: str)
     fn = f"lib{k}"
     impl = REGISTRY[node.op].impl
     mod.namespace[fn] = (lambda impl, attrs: lambda *a: impl(*a, **attrs))(impl, node.attrs)
-    args = ", ".join(mod.name(v) for v in node.inputs)
-    body.append(f"step = {k}; {mod.name(node.out)} = {fn}({args})  # {node.op}, {where}")
+    call = f"{fn}({', '.join(mod.name(v) for v in node.inputs)})"
+    if node.op in ("slice", "transpose") and node.out.type.size <= COPY_VIEWS_UP_TO:
+        # a kernel reading a strided view compiles for any layout and does not vectorise
+        call = f"np.ascontiguousarray({call})"
+    body.append(f"step = {k}; {mod.name(node.out)} = {call}  # {node.op}, {where}")
+
+
+COPY_VIEWS_UP_TO = 1 << 16  # elements: small sliced or transposed views are made contiguous
 
 
 PARALLEL_MIN_SIZE = 1 << 17  # below this, a thread launch costs more than it saves
