@@ -566,3 +566,18 @@ def test_attribute_lookup_on_tracers():
 
     tj.jit(f)(np.ones(2))
     assert seen == {"hasattr_foo": False, "hasattr_shape": True}
+
+
+def test_results_are_the_callers_to_modify(backend):
+    """Outputs never alias an argument, a constant kept by the compiled code, or a read-only
+    broadcast view: modifying a result changes nothing else (as with NumPy)."""
+    y = np.arange(3.0)
+    const = tj.jit(lambda x: np.ones(3) * 2.0, backend=backend)
+    first = const(1.0)
+    first[0] = 99
+    np.testing.assert_array_equal(const(1.0), [2, 2, 2])
+    same = tj.jit(lambda a: (a, a.reshape(3, 1), np.broadcast_to(a, (2, 3))), backend=backend)
+    a, col, wide = same(y)
+    assert a is not y and not np.shares_memory(col, y) and wide.flags.writeable
+    a[0] = col[1, 0] = wide[0, 0] = 7
+    np.testing.assert_array_equal(y, [0, 1, 2])

@@ -384,11 +384,37 @@ def _first(outs):
 
 def _finisher(out_tree, graph: Graph):
     """The function from a runner's output list to what the user gets back."""
+    copy = _shared_outputs(graph)
     if out_tree is pytree.LEAF:
+        if copy[0]:
+            return lambda outs: _finish(np.array(outs[0]))
         if graph.outputs[0].type.shape:  # an array the runner allocated: return as is
             return _first
         return lambda outs: _finish(outs[0])
+    if any(copy):
+        return lambda outs: pytree.unflatten(
+            out_tree, [_finish(np.array(o) if c else o) for o, c in zip(outs, copy, strict=True)])
     return lambda outs: pytree.unflatten(out_tree, [_finish(o) for o in outs])
+
+
+_VIEWS = {"reshape", "transpose", "slice"}
+
+
+def _shared_outputs(graph: Graph) -> list[bool]:
+    """Which outputs a runner may hand back as memory it does not own afresh: an argument,
+    a constant (the same array on every call) or a view of one, or a read-only broadcast
+    view. Those are copied, so that what a call returns is the caller's to modify, as with
+    NumPy."""
+    producers, inputs = graph.producers(), set(graph.inputs)
+    shared = []
+    for v in graph.outputs:
+        node = producers.get(v)
+        while node is not None and node.op in _VIEWS:
+            v = node.inputs[0]
+            node = producers.get(v)
+        shared.append(v in inputs or (node is not None and node.op in ("constant",
+                                                                         "broadcast_to")))
+    return shared
 
 
 def jit(
