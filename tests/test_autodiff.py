@@ -345,3 +345,24 @@ def test_errors_name_the_problem_and_the_line():
     # inside an outer jit the error points at the same user line
     outer = tj.jit(lambda x: tj.grad(lambda x: x * 2)(x), backend=R)
     _raises(ShapeError, outer, x, match="scalar output")
+
+
+def test_gradients_of_the_stable_forms(backend):
+    """Autodiff differentiates what the stability rewrites make of the trace: the gradient of
+    the cross-entropy of a softmax is (softmax - onehot) / n even for saturated logits, and
+    the stable sigmoid has slope 1/4 at 0 (exp(-|x|) written with where, not abs)."""
+    z = np.array([[1000.0, -1000.0], [0.5, 0.1], [-3.0, 40.0]])
+    Y = np.eye(2)[[0, 1, 0]]
+
+    def loss(z):
+        return tj.nn.categorical_crossentropy(tj.nn.softmax(z), Y).mean()
+
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    want = (e / e.sum(axis=1, keepdims=True) - Y) / 3
+    value, g = tj.value_and_grad(loss, backend=backend)(z)
+    assert np.isfinite(value)
+    np.testing.assert_allclose(g, want, rtol=1e-12, atol=1e-300)
+    x = np.array([0.0, -0.0, 2.0, -30.0])
+    s = 1 / (1 + np.exp(-x))
+    for f in (lambda x: tj.nn.sigmoid(x).sum(), lambda x: (1 / (1 + np.exp(-x))).sum()):
+        np.testing.assert_allclose(tj.grad(f, backend=backend)(x), s * (1 - s), rtol=1e-12)

@@ -21,6 +21,7 @@ from .api import jit
 from .errors import DTypeError, InvalidArgument, ShapeError, UnsupportedOperation
 from .ir import Value
 from .passes.autodiff import backward
+from .passes.stabilize import stabilize_nodes
 from .source import SourceLocation
 from .trace import Tracer, pytree
 from .trace import core as _core
@@ -177,7 +178,7 @@ class GradFunction:
         start = len(trace.nodes)
         out, aux = _split_aux(self._fn(*args, **kwargs), self._has_aux, self._fn)
         value = _scalar_output(trace, out, self._fn)
-        end = len(trace.nodes)
+        end = _stabilize(trace, start)
         seed = bind("full", shape=(), dtype=value.type.dtype, value=1)
         grads = backward(trace, start, end, [(value, seed)], [w._value for w in wrt])
         g = _unflatten_grads(grads, trees, isinstance(self._argnums, (int, np.integer)))
@@ -238,6 +239,15 @@ def _seeds(trace: Trace, out_leaves, out_tree, cotangent, fn) -> list[tuple[Valu
     return seeds
 
 
+def _stabilize(trace, start: int) -> int:
+    """Rewrite the nodes ``fn`` appended into their stable forms (passes/stabilize.py)
+    before differentiating them, so that the gradient of ``log(softmax(z))`` is
+    ``softmax - onehot`` rather than a division by a probability rounded to 0. Values
+    keep their identities. Returns the new end of the span."""
+    trace.nodes[start:] = stabilize_nodes(trace.nodes[start:])
+    return len(trace.nodes)
+
+
 def _vjp_traced(fn, primals, has_aux: bool):
     """``(out, vjp_fn[, aux])`` recorded in the active trace."""
     trace = _core.current()
@@ -246,7 +256,7 @@ def _vjp_traced(fn, primals, has_aux: bool):
     start = len(trace.nodes)
     out, aux = _split_aux(fn(*args), has_aux, fn)
     out_leaves, out_tree = pytree.flatten(out)
-    end = len(trace.nodes)
+    end = _stabilize(trace, start)
 
     def vjp_fn(cotangent):
         if not trace.active:
@@ -335,7 +345,7 @@ class JacobianFunction:
         start = len(trace.nodes)
         out_leaves, out_tree = pytree.flatten(self._fn(*args, **kwargs))
         values = [trace.lift(o) for o in out_leaves]
-        end = len(trace.nodes)
+        end = _stabilize(trace, start)
         total = sum(v.type.size for v in values)
         if total > JACOBIAN_MAX_OUTPUTS:
             raise UnsupportedOperation(

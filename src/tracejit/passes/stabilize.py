@@ -288,11 +288,13 @@ def _sigmoid(node: Node, producer: Producer) -> list[Node] | None:
         return None  # exp(-|x|) cannot overflow: already the stable form
     x = n.inputs[0]
     b = _Builder(node)
-    z = b("exp", b("negative", b("absolute", x)))
+    # exp(-|x|) as exp(where(x >= 0, -x, x)): the same value, and differentiable at 0
+    # (abs has derivative 0 there, which would make the sigmoid's gradient 0, not 1/4)
+    nonneg = b("greater_equal", x, b.const(0.0))
+    z = b("exp", b("where", nonneg, b("negative", x), x))
     one = b.const(1.0)
     d = b("add", one, z)
-    return b.finish(b("where", b("greater_equal", x, b.const(0.0)),
-                      b("true_divide", one, d), b("true_divide", z, d)))
+    return b.finish(b("where", nonneg, b("true_divide", one, d), b("true_divide", z, d)))
 
 
 RULES: dict[str, Callable[[Node, Producer], list[Node] | None]] = {
