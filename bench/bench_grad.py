@@ -1,0 +1,92 @@
+"""One gradient step of the Theano tutorial's two-moons network, CPU, same process.
+
+    python bench/bench_grad.py            # print the table
+    python bench/bench_grad.py --write    # also replace the gradient section of RESULTS.md
+
+tracejit runs ``examples/two_moons.py``'s ``train_step`` (``jit`` of a step that calls
+``tracejit.grad``); the peers are the tutorial's hand-written NumPy backpropagation and
+JAX ``jit`` of the same step with ``jax.grad``. float32, 5000 x 2 -> 1000 tanh -> 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+from bench_cpu import jax, machine_line, table, timeit, write_section
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "examples"))
+import two_moons as tm  # noqa: E402
+
+
+def jax_step():
+    jnp = jax.numpy
+
+    def loss(p, X, Y):
+        a1 = jnp.tanh(X @ p["W1"] + p["b1"])
+        y_hat = jax.nn.softmax(a1 @ p["W2"] + p["b2"], axis=1)
+        reg = tm.REG_LAMBDA / 2 / X.shape[0] * (jnp.sum(p["W1"] ** 2) + jnp.sum(p["W2"] ** 2))
+        return -jnp.mean(jnp.sum(Y * jnp.log(y_hat), axis=1)) + reg
+
+    @jax.jit
+    def step(p, X, Y):
+        g = jax.grad(loss)(p, X, Y)
+        return {k: p[k] - tm.EPSILON * g[k] for k in p}
+
+    return lambda p, X, Y: jax.block_until_ready(step(p, X, Y))
+
+
+_COMPILE = textwrap.dedent("""
+    import sys, time, numpy as np
+    sys.path.insert(0, {examples!r})
+    import two_moons as tm
+    from tracejit.datasets import make_moons
+    X, y = make_moons(5000, 0.2, np.random.default_rng(0))
+    Y = np.eye(2, dtype=np.float32)[y]
+    p = tm.init_params()
+    t0 = time.perf_counter(); tm.train_step(p, X, Y); print(time.perf_counter() - t0)
+""")
+
+
+def compile_times() -> tuple[float, float]:
+    """First-step time in a fresh process: cold (empty disk cache), then warm."""
+    import tempfile
+
+    code = _COMPILE.format(examples=os.path.join(HERE, "..", "examples"))
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "TRACEJIT_CACHE_DIR": cache}
+        cold, warm = (float(subprocess.run([sys.executable, "-c", code], env=env, text=True,
+                                           capture_output=True, check=True).stdout)
+                      for _ in range(2))
+    return cold, warm
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--write", action="store_true", help="update bench/RESULTS.md")
+    args = parser.parse_args()
+    from tracejit.datasets import make_moons
+
+    X, y = make_moons(5000, 0.20, np.random.default_rng(0))
+    Y = np.eye(2, dtype=np.float32)[y]
+    p = tm.init_params()
+    res = {"tracejit": timeit(tm.train_step, p, X, Y, number=20),
+           "NumPy (hand-written backprop)": timeit(tm.numpy_train_step, p, X, Y, number=20),
+           "JAX jit(grad)": timeit(jax_step(), p, X, Y, number=20) if jax else None}
+    cold, warm = compile_times()
+    note = (f"First step in a fresh process (trace + passes + compile + run): {cold:.2f} s "
+            f"cold, {warm:.2f} s with the kernels in the disk cache.")
+    text = "\n\n".join([machine_line(), table(
+        "Gradient step, two-moons network (5000 x 2 -> 1000 tanh -> 2), float32", res, note)])
+    print(text)
+    if args.write:
+        write_section("bench-grad", "Gradient step (CPU)", text)
+
+
+if __name__ == "__main__":
+    main()
