@@ -145,24 +145,21 @@ def _scalar_output(trace: Trace, out, fn) -> Value:
 # ---------------------------------------------------------------- grad and value_and_grad
 
 
-class GradFunction:
-    """The gradient of ``fn`` (see :func:`grad`). Called on arrays it runs a ``jit`` of the
-    symbolic gradient, cached per signature; ``lower``/``cache_info`` inspect that."""
+class _Transformed:
+    """A transformation of ``fn``: inside a trace it records into that trace; called on
+    arrays it runs a ``jit`` of the same recording, cached per signature, which
+    ``lower``/``cache_info`` inspect. Subclasses define ``_traced(args, kwargs)``."""
 
-    def __init__(self, fn, argnums, has_aux: bool, with_value: bool, backend: str | None):
+    def __init__(self, fn, argnums, name: str, backend: str | None):
         functools.update_wrapper(self, fn, updated=())
         self._fn = fn
         self._argnums = argnums
-        self._has_aux = has_aux
-        self._with_value = with_value
-        prefix = "value_and_grad" if with_value else "grad"
-        name = getattr(fn, "__name__", "f")
 
         @functools.wraps(fn, updated=())
         def traced(*args, **kwargs):
             return self._traced(args, kwargs)
 
-        traced.__name__ = traced.__qualname__ = f"{prefix}_{name}"
+        traced.__name__ = traced.__qualname__ = f"{name}_{getattr(fn, '__name__', 'f')}"
         self.__name__ = traced.__name__
         self._jit = jit(traced, backend=backend)
 
@@ -170,6 +167,22 @@ class GradFunction:
         if _active_trace() is not None:
             return self._traced(args, kwargs)
         return self._jit(*args, **kwargs)
+
+    def lower(self, *args, **kwargs):
+        """Trace and optimise for these arguments (nothing runs)."""
+        return self._jit.lower(*args, **kwargs)
+
+    def cache_info(self):
+        return self._jit.cache_info()
+
+
+class GradFunction(_Transformed):
+    """The gradient of ``fn`` (see :func:`grad`)."""
+
+    def __init__(self, fn, argnums, has_aux: bool, with_value: bool, backend: str | None):
+        self._has_aux = has_aux
+        self._with_value = with_value
+        super().__init__(fn, argnums, "value_and_grad" if with_value else "grad", backend)
 
     def _traced(self, args, kwargs):
         trace = _core.current()
@@ -186,13 +199,6 @@ class GradFunction:
             out = Tracer(value, trace)
             return ((out, aux) if self._has_aux else out), g
         return (g, aux) if self._has_aux else g
-
-    def lower(self, *args, **kwargs):
-        """Trace and optimise the gradient for these arguments (nothing runs)."""
-        return self._jit.lower(*args, **kwargs)
-
-    def cache_info(self):
-        return self._jit.cache_info()
 
     def __repr__(self) -> str:
         kind = "value_and_grad" if self._with_value else "grad"
@@ -314,29 +320,11 @@ def vjp(fn: Callable, *primals, has_aux: bool = False, backend: str | None = Non
 # ---------------------------------------------------------------- jacobian
 
 
-class JacobianFunction:
+class JacobianFunction(_Transformed):
     """The Jacobian of ``fn`` (see :func:`jacobian`)."""
 
     def __init__(self, fn, argnums, backend: str | None):
-        functools.update_wrapper(self, fn, updated=())
-        self._fn = fn
-        self._argnums = argnums
-
-        @functools.wraps(fn, updated=())
-        def traced(*args, **kwargs):
-            return self._traced(args, kwargs)
-
-        traced.__name__ = traced.__qualname__ = f"jacobian_{getattr(fn, '__name__', 'f')}"
-        self.__name__ = traced.__name__
-        self._jit = jit(traced, backend=backend)
-
-    def __call__(self, *args, **kwargs):
-        if _active_trace() is not None:
-            return self._traced(args, kwargs)
-        return self._jit(*args, **kwargs)
-
-    def lower(self, *args, **kwargs):
-        return self._jit.lower(*args, **kwargs)
+        super().__init__(fn, argnums, "jacobian", backend)
 
     def _traced(self, args, kwargs):
         trace = _core.current()
