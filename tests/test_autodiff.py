@@ -366,3 +366,16 @@ def test_gradients_of_the_stable_forms(backend):
     s = 1 / (1 + np.exp(-x))
     for f in (lambda x: tj.nn.sigmoid(x).sum(), lambda x: (1 / (1 + np.exp(-x))).sum()):
         np.testing.assert_allclose(tj.grad(f, backend=backend)(x), s * (1 - s), rtol=1e-12)
+
+
+def test_stop_gradient(backend):
+    x = np.array([1.0, -2.0, 3.0])
+    g = tj.grad(lambda x: np.sum(x * tj.stop_gradient(x)), backend=backend)(x)
+    np.testing.assert_array_equal(g, x)  # d/dx of x * c, with c = x held constant
+    tree = {"a": x, "b": (2.0,)}
+    assert tj.stop_gradient(tree) == tree  # outside a trace: the values themselves
+    f = tj.jit(lambda x: tj.grad(lambda y: np.sum(tj.stop_gradient(y) ** 2))(x),
+               backend=backend)
+    np.testing.assert_array_equal(f(x), np.zeros(3))
+    assert "stop_gradient" not in tj.jit(lambda x: tj.stop_gradient(x) + 1,
+                                         backend=backend).lower(x).optimized_ir

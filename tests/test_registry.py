@@ -125,6 +125,7 @@ OP_CASES = {
     "concatenate": (lambda x, y: np.concatenate([x, y], axis=0), (F32, sample(np.int32, (1, 4)))),
     "pad": (lambda x: np.pad(x, ((1, 0), (2, 1)), constant_values=7), (F32,)),
     "gather": (lambda x, i: x[:, i], (F32, I64)),
+    "stop_gradient": (lambda x: tj.stop_gradient(x) * 2, (F32,)),
     "scatter_add": (lambda x, i: tj.grad(lambda y: np.sum(y[:, i] * 2.0))(x), (F32, I64)),
     "constant": (lambda x: x + np.arange(4), (F32,)),
     "full": (lambda x: np.full_like(x, 3), (F32,)),

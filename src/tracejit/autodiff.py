@@ -245,6 +245,15 @@ def _seeds(trace: Trace, out_leaves, out_tree, cotangent, fn) -> list[tuple[Valu
     return seeds
 
 
+def stop_gradient(x):
+    """``x`` itself, through which no gradient flows (``jax.lax.stop_gradient``): the
+    derivative of anything computed from it treats it as a constant. ``x`` may be a pytree;
+    on plain arrays (outside a trace) this returns them unchanged."""
+    leaves, tree = pytree.flatten(x)
+    return pytree.unflatten(tree, [leaf._trace.bind("stop_gradient", (leaf,), {})
+                                   if isinstance(leaf, Tracer) else leaf for leaf in leaves])
+
+
 def _stabilize(trace, start: int) -> int:
     """Rewrite the nodes ``fn`` appended into their stable forms (passes/stabilize.py)
     before differentiating them, so that the gradient of ``log(softmax(z))`` is

@@ -15,6 +15,8 @@ import operator
 
 import numpy as np
 
+from .autodiff import stop_gradient
+
 __all__ = ["binary_crossentropy", "categorical_crossentropy", "log_softmax", "logsumexp", "mse",
            "one_hot", "relu", "sigmoid", "softmax", "softplus"]
 
@@ -28,7 +30,8 @@ def _shift(x, axis):
     """``max(x)`` along ``axis`` (keepdims), with non-finite maxima taken as 0 (as SciPy
     does), so rows of -inf give -inf rather than NaN and an inf stays visible."""
     m = np.max(x, axis=axis, keepdims=True)
-    return np.where(np.isfinite(m), m, 0)
+    # no gradient through the shift: the results do not depend on it (as in JAX)
+    return stop_gradient(np.where(np.isfinite(m), m, 0))
 
 
 def _shifted(x, axis):

@@ -380,3 +380,9 @@ register("constant", Kind.CREATION, _constant_rule, lambda *, value: value,
 register("full", Kind.CREATION, _full_rule,
          lambda *, shape, dtype, value: np.full(shape, value, dtype=dtype),
          "numpy.full with static shape, dtype and fill value")
+
+
+# ---------------------------------------------------------------- autodiff marker
+
+register("stop_gradient", Kind.ELEMENTWISE, lambda x: x, lambda x: x,
+         "identity whose gradient is zero (tracejit.stop_gradient; simplify removes it)")

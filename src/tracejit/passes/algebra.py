@@ -143,6 +143,7 @@ RULES: dict[str, Callable[[Node, Producer], Value | list[Node] | None]] = {
     "reshape": _reshape,
     "broadcast_to": _same_type,
     "convert": _same_type,
+    "stop_gradient": _same_type,  # only autodiff, which runs while tracing, looks at it
 }
 
 

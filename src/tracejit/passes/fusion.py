@@ -95,7 +95,8 @@ def fuse(graph: Graph, fusible: Callable[[Node], bool] = lambda n: True) -> list
             target = len(kernels) - 1
         kern = kernels[target]
         kern.nodes.append(node)
-        if any(home.get(v) == target and v in reduced for v in node.inputs):
+        if any(home.get(v) == target and v in reduced for v in node.inputs) or (
+                kern.kind == "loop" and kern.is_row_level(node)):
             kern.rows = kern.row_axes()
         home[node.out] = target
         if node.op in LOOP_REDUCTIONS:
@@ -108,8 +109,11 @@ def _joins_as_row_level(node: Node, kern: Kernel, k: int, home: dict[Value, int]
                         reduced: set[Value]) -> bool:
     """A per-row elementwise node of a row kernel: its inputs are this kernel's reductions
     or per-row values, or come from earlier kernels."""
-    row_shape = kern.row_shape()
-    if row_shape is None or node.op in LOOP_REDUCTIONS or node.out.type.shape != row_shape:
+    rows = kern.rows if kern.rows is not None else kern.row_axes()
+    if rows is None or node.op in LOOP_REDUCTIONS:
+        return False
+    row_shape = tuple(1 if d in rows else s for d, s in enumerate(kern.shape))
+    if node.out.type.shape != row_shape:
         return False
     if REGISTRY[node.op].kind is not Kind.ELEMENTWISE or not row_shape or 1 not in row_shape:
         return False

@@ -157,7 +157,9 @@ def _reduction(v: Value, producer: Producer, op: str) -> Node | None:
 
 def _row_max(m: Value, x: Value, axes, producer: Producer) -> bool:
     """``m`` is max(x) over ``axes`` in the keepdims shape, maybe as
-    ``where(isfinite(max), max, 0)``."""
+    ``where(isfinite(max), max, 0)``, maybe under ``stop_gradient``."""
+    sg = _node(m, producer, "stop_gradient")
+    m = sg.inputs[0] if sg is not None else m
     w = _node(m, producer, "where")
     if w is not None:
         fin = _node(w.inputs[0], producer, "isfinite")
@@ -189,7 +191,8 @@ def _sum_of_exp(s: Value, producer: Producer) -> tuple[Node, Value] | None:
 def _guarded_max(b: _Builder, x: Value, axes) -> Value:
     """``max(x)`` over ``axes`` with keepdims, non-finite maxima taken as 0."""
     m = b("max", x, axis=tuple(axes), keepdims=True)
-    return b("where", b("isfinite", m), m, b.const(0.0))
+    # no gradient through the shift: the result does not depend on it (as in JAX)
+    return b("stop_gradient", b("where", b("isfinite", m), m, b.const(0.0)))
 
 
 def _softplus(node: Node, z: Value) -> list[Node] | None:

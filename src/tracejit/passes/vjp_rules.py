@@ -30,7 +30,7 @@ NON_DIFFERENTIABLE = frozenset(
     "isnan isinf isfinite argmax argmin any all".split()
 )
 # Float results that are piecewise constant: the gradient is zero (it stops there).
-ZERO_GRADIENT = frozenset("floor ceil trunc rint sign floor_divide".split())
+ZERO_GRADIENT = frozenset("floor ceil trunc rint sign floor_divide stop_gradient".split())
 
 
 # ---------------------------------------------------------------- helpers
