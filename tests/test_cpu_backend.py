@@ -162,6 +162,24 @@ def test_skinny_matmuls_become_sums_inside_loop_kernels():
                for n in k.nodes)
 
 
+def test_cross_entropy_of_softmax_and_its_gradient_are_one_kernel():
+    z = RNG.standard_normal((300, 4)).astype(np.float32)
+    onehot = np.eye(4, dtype=np.float32)[RNG.integers(0, 4, 300)]
+
+    def loss(z, y):
+        return tj.nn.categorical_crossentropy(tj.nn.softmax(z), y).mean()
+
+    value_and_grad = tj.value_and_grad(loss)
+    ks = kernels(value_and_grad, z, onehot)
+    assert [k.kind for k in ks].count("loop") == 2  # the rows, then the batch mean
+    assert not [n for k in ks for n in k.nodes if n.op in ("broadcast_to", "reshape")]
+    value, grad = tj.value_and_grad(loss, backend="cpu")(z, onehot)
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    p = e / e.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(grad, (p - onehot) / 300, rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(value, -np.log((p * onehot).sum(axis=1)).mean(), rtol=1e-5)
+
+
 def test_library_fallbacks():
     idx = np.array([3, 0, -1])
     check(lambda x, i: x[i] * 2, X, idx)  # gather is a library step, the multiply a kernel

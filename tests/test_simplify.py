@@ -468,3 +468,20 @@ def test_simplify_keeps_random_programs_bit_for_bit(dtype, scalar, steps, errors
         assert plain is simplified
     else:
         assert all(same(a, b) for a, b in zip(plain, simplified, strict=True))
+
+
+def test_broadcasts_sink_into_elementwise_ops():
+    """Elementwise ops read broadcast inputs unbroadcast, unary ones compute on the small
+    operand, keepdims reshapes of reductions become keepdims reductions: bit for bit."""
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5
+    c = np.float32(0.25)
+
+    def fn(x):
+        col = np.sum(x, axis=1).reshape(2, 1)  # -> sum(keepdims=True)
+        wide = np.broadcast_to(col, (2, 3))
+        small = -np.broadcast_to(np.reshape(c, (1,)), (3,))  # negate the one element
+        return np.exp(wide) * x + np.broadcast_to(small, (2, 3)).reshape(2, 3)
+
+    ops = optimized_ops(fn, x)
+    assert "broadcast_to" not in ops and "reshape" not in ops
+    check(fn, x)

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..errors import TracejitError
-from ..ir import Node, Value
+from ..ir import Kind, Node, Value
 from ..ir.registry import REGISTRY
 from .fold import constant_value
 
@@ -123,9 +123,51 @@ def _reshape(node: Node, producer: Producer):
     if shape == x.type.shape:
         return x if x.type == node.out.type else None
     inner = producer(x)
+    if inner is not None and inner.op in _KEEPDIMS and not inner.attrs["keepdims"]:
+        # reshape(sum(x, axis), keepdims shape) is sum(x, axis, keepdims=True)
+        new = _new(inner.op, inner.inputs, {**inner.attrs, "keepdims": True}, node, node.out)
+        return [new] if new else None
+    if inner is not None and inner.op == "broadcast_to" and inner.inputs[0].type.size == 1:
+        one = _new("reshape", inner.inputs, {"shape": (1,) * len(shape)}, node)
+        wide = one and _new("broadcast_to", (one.out,), {"shape": shape}, node, node.out)
+        return [one, wide] if wide else None
     if inner is None or inner.op != "reshape":
         return None
     new = _new("reshape", inner.inputs, {"shape": shape}, node, node.out)
+    return [new] if new else None
+
+
+_KEEPDIMS = {"sum", "prod", "max", "min", "any", "all"}
+
+
+def _elementwise(node: Node, producer: Producer):
+    """An elementwise op reads a ``broadcast_to`` input unbroadcast where its own
+    broadcasting gives the same result; with one input it computes on the small operand and
+    broadcasts the result. Either way fusion then sees elementwise work, not a view."""
+    ins = [producer(v) for v in node.inputs]
+    if not any(n is not None and n.op == "broadcast_to" for n in ins):
+        return None
+    if len(node.inputs) == 1:
+        small = _new(node.op, ins[0].inputs, node.attrs, node)
+        if small is None:
+            return None
+        wide = _new("broadcast_to", (small.out,), {"shape": node.out.type.shape}, node, node.out)
+        return [small, wide] if wide else None
+    inputs = tuple(n.inputs[0] if n is not None and n.op == "broadcast_to" else v
+                   for v, n in zip(node.inputs, ins, strict=True))
+    new = _new(node.op, inputs, node.attrs, node, node.out)
+    return [new] if new else None
+
+
+def _broadcast_to(node: Node, producer: Producer):
+    """Its own shape: the input; of a broadcast: one broadcast."""
+    x = node.inputs[0]
+    if x.type == node.out.type:
+        return x
+    inner = producer(x)
+    if inner is None or inner.op != "broadcast_to":
+        return None
+    new = _new("broadcast_to", inner.inputs, node.attrs, node, node.out)
     return [new] if new else None
 
 
@@ -141,7 +183,7 @@ RULES: dict[str, Callable[[Node, Producer], Value | list[Node] | None]] = {
     "negative": _negative,
     "transpose": _transpose,
     "reshape": _reshape,
-    "broadcast_to": _same_type,
+    "broadcast_to": _broadcast_to,
     "convert": _same_type,
     "stop_gradient": _same_type,  # only autodiff, which runs while tracing, looks at it
 }
@@ -149,4 +191,7 @@ RULES: dict[str, Callable[[Node, Producer], Value | list[Node] | None]] = {
 
 def rewrite(node: Node, producer: Producer) -> Value | list[Node] | None:
     rule = RULES.get(node.op)
-    return rule(node, producer) if rule else None
+    result = rule(node, producer) if rule else None
+    if result is None and REGISTRY[node.op].kind is Kind.ELEMENTWISE:
+        result = _elementwise(node, producer)
+    return result

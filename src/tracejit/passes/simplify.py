@@ -108,6 +108,9 @@ class _Round:
         result = rewrite(node, self.defs.get)
         if isinstance(result, Value) and not self._may_replace(node.out, result):
             return None
+        if isinstance(result, list) and node.out in self.escaping and \
+                REGISTRY[result[-1].op].kind is Kind.STRUCTURAL:
+            return None  # a returned array stays a fresh array, not a view
         return result
 
     def _python_int(self, v: Value) -> bool:
