@@ -444,9 +444,14 @@ def _make(ft):
 
     @_inline
     def tanh(x):
-        """E / (E + 2) with E = expm1(2|x|): no cancellation near 0, so no second branch."""
+        """E / (E + 2) with E = expm1(2|x|): no cancellation near 0, so no second branch.
+        E = (2**n - 1) + 2**n expm1(r) directly: where 2**n - 1 rounds (n past the
+        mantissa), E's relative error is still one rounding, which tanh = 1 - 2/(E + 2)
+        scales down below half an ULP."""
         t = two * abs(x)
-        e = expm1(tanh_sat if t > tanh_sat else t)
+        n, r = reduce_ln2(tanh_sat if t > tanh_sat else t)
+        s = pow2(n)
+        e = _madd(expm1_poly(r), s, s - one)
         return copysign(_div(e, e + two), x)
 
     @_inline
