@@ -48,6 +48,7 @@ FIRES = [
     ("softplus", lambda x: np.log(1 + np.exp(x)), "logaddexp", "log"),
     ("softplus of log1p", lambda x: np.log1p(np.exp(x)), "logaddexp", "log1p"),
     ("sigmoid", lambda x: 1 / (1 + np.exp(-x)), "where", "negative"),
+    ("log of sigmoid", lambda x: np.log(1 / (1 + np.exp(-x))), "logaddexp", "log"),
 ]
 
 
@@ -272,3 +273,11 @@ def test_nn_helpers_are_already_stable():
                lambda z: nn.binary_crossentropy(z, x, from_logits=True)):
         graph = tj.jit(fn).lower(x).graph
         assert stabilize(graph) is graph
+
+
+def test_log_of_sigmoid_is_finite_where_the_sigmoid_underflows():
+    x = np.array([-1000.0, -50.0, 0.0, 30.0], np.float32)
+    got = run(lambda x: np.log(1 / (1 + np.exp(-x))), x)
+    want = -np.logaddexp(np.float32(0), -x)
+    assert_close(got, want, np.float32)
+    assert got[0] == np.float32(-1000.0)

@@ -9,6 +9,7 @@ pattern (float, matched on the IR)  replacement
 ``exp(x) - 1``, ``exp(x) + -1``     ``expm1(x)``
 ``log(1 + exp(x))``, ``log1p(exp(x))``  ``logaddexp(0, x)`` (softplus)
 ``1 / (1 + exp(-x))``               ``where(x >= 0, 1/(1+z), z/(1+z))``, ``z = exp(-|x|)``
+``log(1 / (1 + exp(z)))``           ``-logaddexp(0, z)`` (log of a sigmoid)
 ``log(e / sum(e))``, ``e = exp(d)``,  ``d - log(sum(e))``
 ``d = x - max(x)`` (log softmax)
 ``log(exp(x) / sum(exp(x)))``       ``d - log(sum(exp(d)))``, ``d = x - max(x)``
@@ -249,6 +250,13 @@ def _log(node: Node, producer: Producer) -> list[Node] | None:
             and _is_const(inner.inputs[0], producer, 1, inner.out.type.dtype)):
         b = _Builder(node)
         return b.finish(b("log1p", b("negative", inner.inputs[1])))
+    if inner.op == "true_divide" and _is_const(inner.inputs[0], producer, 1,
+                                               inner.out.type.dtype):
+        x = _plus_const(inner.inputs[1], producer, 1)
+        z = _exp_arg(x, producer) if x is not None else None
+        if z is not None:  # log of a sigmoid: log(1 / (1 + exp(z))) = -softplus(z)
+            b = _Builder(node)
+            return b.finish(b("negative", b("logaddexp", b.const(0.0), z)))
     if inner.op == "true_divide":
         return _log_softmax(node, inner, producer)
     found = _sum_of_exp(v, producer)
