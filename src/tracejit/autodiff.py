@@ -387,4 +387,4 @@ def jacobian(fn: Callable, argnums: int | tuple[int, ...] = 0, *,
 
 
 __all__: list[str] = ["GradFunction", "JacobianFunction", "grad", "jacobian",
-                      "value_and_grad", "vjp"]
+                      "stop_gradient", "value_and_grad", "vjp"]
