@@ -18,6 +18,7 @@ from ..errors import (
     ConcretizationError,
     DTypeError,
     ShapeError,
+    TracejitError,
     UnsupportedOperation,
 )
 from ..ir.ops import normalize_axes, normalize_axis
@@ -144,16 +145,19 @@ def operator(ufunc, *operands):
 
 def inplace(ufunc, target: Tracer, other):
     """``x op= y`` rebinds x (tracers are immutable) with NumPy's same_kind output cast."""
-    result = operator(ufunc, target, other)
     if target.aval.weak or target._scalar:  # Python and NumPy scalars simply rebind
-        return result
+        return operator(ufunc, target, other)
+    op = _UFUNC_OPS.get(ufunc)
+    if op is not None:  # NumPy checks the output cast before broadcasting the operands
+        try:
+            dtype = REGISTRY[op].rule(*(TensorType((), t.dtype, t.weak)
+                                        for t in (target.aval, aval(other)))).dtype
+        except TracejitError:
+            dtype = target.dtype  # the operation itself raises, below
+        _check_output_cast(ufunc, dtype, target.dtype)
+    result = operator(ufunc, target, other)
     if result.dtype != target.dtype:
-        if not np.can_cast(result.dtype, target.dtype, "same_kind"):
-            raise DTypeError(
-                f"Cannot cast ufunc '{ufunc.__name__}' output from {result.dtype!r} to "
-                f"{target.dtype!r} with casting rule 'same_kind'",
-                hint="convert explicitly: x = (x op y).astype(x.dtype)",
-            )
+        _check_output_cast(ufunc, result.dtype, target.dtype)
         result = bind("convert", result, dtype=target.dtype)
     if result.shape != target.shape:
         raise ShapeError(
@@ -161,6 +165,13 @@ def inplace(ufunc, target: Tracer, other):
             f"broadcast shape {result.shape}"
         )
     return result
+
+
+def _check_output_cast(ufunc, dtype: np.dtype, target: np.dtype) -> None:
+    if not np.can_cast(dtype, target, "same_kind"):
+        raise DTypeError(
+            f"Cannot cast ufunc '{ufunc.__name__}' output from {dtype!r} to {target!r} with "
+            "casting rule 'same_kind'", hint="convert explicitly: x = (x op y).astype(x.dtype)")
 
 
 _REDUCE_FUNCS = {
