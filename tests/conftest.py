@@ -2,15 +2,24 @@
 
 By default every available backend of "reference" and "cpu" (the whole suite takes about
 7 minutes on 2 cores, 3 on the reference backend alone); TRACEJIT_TEST_BACKENDS=reference
-(comma-separated names) picks backends.
+(comma-separated names) picks backends. Hypothesis examples are the same on every run
+unless HYPOTHESIS_PROFILE=explore.
 """
 
 import os
 
 import numpy as np
 import pytest
+from hypothesis import settings
 
 import tracejit
+
+# Hypothesis draws the same examples on every run by default, so that CI's verdict on a
+# commit does not depend on luck; HYPOTHESIS_PROFILE=explore draws new ones (do this when
+# hunting bugs, and pin what it finds as a regular test).
+settings.register_profile("repeatable", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 _WANTED = (os.environ.get("TRACEJIT_TEST_BACKENDS") or "reference,cpu").split(",")
 BACKENDS = [b for b in tracejit.available_backends() if b in _WANTED]
