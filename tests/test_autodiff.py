@@ -93,7 +93,7 @@ def test_network_gradient_and_jitted_step(backend):
 def test_backward_graph_is_fused_and_compiled():
     p, X, Y = _network(np.float32)
     low = tj.grad(_loss, backend="cpu").lower(p, X, Y)
-    assert "@njit" in low.source  # loop kernels, not one NumPy call per node
+    assert "@cfunc" in low.source  # loop kernels, not one NumPy call per node
     text = low.optimized_ir
     assert text.count("matmul(") == 5  # two forward, three backward (dW1, dW2, d a1)
 

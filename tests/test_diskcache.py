@@ -1,10 +1,12 @@
-"""The CPU backend's disk cache: a second process loads instead of compiling, corrupt
-entries are discarded with a warning and recompiled, and turning it off writes nothing.
+"""The CPU backend's disk cache: a second process loads instead of compiling (without
+importing Numba), corrupt entries are discarded with a warning and recompiled, and turning
+it off writes nothing.
 
-A fresh ``jit`` of the same function in the same process also goes to disk (its Numba
-kernels are new objects), so only the cross-process test pays for subprocesses.
+A fresh ``jit`` of the same function in the same process also goes to disk, so only the
+cross-process test pays for subprocesses.
 """
 
+import hashlib
 import json
 import os
 import shutil
@@ -75,7 +77,8 @@ SCRIPT = textwrap.dedent("""
 
     x = np.linspace(-1, 1, 8, dtype=np.float32)
     out = chain(x, x)
-    print(json.dumps({"out": out.tolist(), **vars(diskcache.stats())}))
+    print(json.dumps({"out": out.tolist(), "numba": "numba" in sys.modules,
+                      **vars(diskcache.stats())}))
 """)
 
 
@@ -94,6 +97,7 @@ def test_second_process_loads_instead_of_compiling(tmp_path):
     assert first["compiled"] >= 1 and first["loaded"] == 0
     assert "disk cache miss" in log1
     assert second["compiled"] == 0 and second["loaded"] == first["compiled"]
+    assert first["numba"] and not second["numba"]  # loading needs no Numba
     assert "tracejit: compiled chain(x: f32[8], y: f32[8]) for cpu" in log2
     assert "disk cache hit" in log2
     assert second["out"] == first["out"]
@@ -101,8 +105,11 @@ def test_second_process_loads_instead_of_compiling(tmp_path):
 
 def test_fresh_jit_in_process_loads_from_disk(entry):
     assert run_fresh() == {"loaded": 1, "compiled": 0, "discarded": 0}
-    assert (entry / "kernels.py").read_text() == tj.jit(chain, backend="cpu").lower(X, X).source
-    assert sorted(p.suffix for p in entry.iterdir()) == [".nbc", ".nbi", ".py"]
+    source = tj.jit(chain, backend="cpu").lower(X, X).source
+    assert source.startswith((entry / "kernels.py").read_text())  # then the runner
+    names = {p.name for p in entry.iterdir()}
+    (library,) = names - {"index.json", "kernels.py"}
+    assert len(names) == 3 and library.startswith("kernels-") and library.endswith(".so")
 
 
 def test_truncated_source_is_discarded_and_recompiled(entry):
@@ -113,15 +120,45 @@ def test_truncated_source_is_discarded_and_recompiled(entry):
     assert run_fresh()["loaded"] == 1  # healed
 
 
-@pytest.mark.parametrize("suffix, damage", [(".nbi", "garbage"), (".nbc", "garbage"),
-                                            (".nbc", "truncate")])
-def test_corrupt_numba_files_are_discarded_and_recompiled(entry, suffix, damage):
-    (path,) = entry.glob(f"*{suffix}")
-    data = path.read_bytes()
-    path.write_bytes(os.urandom(64) if damage == "garbage" else data[: len(data) // 2])
-    with pytest.warns(DiskCacheWarning, match="discarded unreadable Numba cache files"):
+def _damage_symbols(entry: Path) -> None:
+    index = json.loads((entry / "index.json").read_text())
+    index["symbols"] = ["no_such_kernel"]
+    (entry / "index.json").write_text(json.dumps(index))
+
+
+@pytest.mark.parametrize("name, damage", [
+    ("kernels-*.so", lambda p: p.write_bytes(os.urandom(64))),
+    ("kernels-*.so", lambda p: p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])),
+    ("index.json", lambda p: p.write_bytes(b"{garbage")),
+    ("index.json", lambda p: _damage_symbols(p.parent)),
+], ids=["garbage-library", "truncated-library", "garbage-index", "missing-symbol"])
+def test_corrupt_kernel_files_are_discarded_and_recompiled(entry, name, damage):
+    (path,) = entry.glob(name)
+    damage(path)
+    with pytest.warns(DiskCacheWarning, match="discarded unreadable compiled kernels"):
         assert run_fresh() == {"loaded": 0, "compiled": 1, "discarded": 1}
     assert run_fresh()["loaded"] == 1  # healed
+
+
+def test_library_with_a_forged_hash_still_fails_safely(entry):
+    """A library that matches its index but not its kernels' symbols does not load."""
+    (lib,) = entry.glob("kernels-*.so")
+    lib.write_bytes(b"\x7fELF" + os.urandom(200))
+    index = json.loads((entry / "index.json").read_text())
+    index["sha256"] = hashlib.sha256(lib.read_bytes()).hexdigest()
+    (entry / "index.json").write_text(json.dumps(index))
+    with pytest.warns(DiskCacheWarning, match="discarded unreadable compiled kernels"):
+        assert run_fresh() == {"loaded": 0, "compiled": 1, "discarded": 1}
+
+
+def test_without_a_linker_it_warns_and_still_computes(cache, monkeypatch):
+    from tracejit.backends.cpu import native
+
+    monkeypatch.setattr(native, "linker", lambda: None)
+    with pytest.warns(DiskCacheWarning, match="could not save compiled kernels"):
+        assert run_fresh() == {"loaded": 0, "compiled": 1, "discarded": 0}
+    (entry,) = cache.iterdir()
+    assert sorted(p.name for p in entry.iterdir()) == ["kernels.py"]
 
 
 def test_disabled_cache_writes_nothing(cache, monkeypatch):

@@ -1,30 +1,32 @@
 """The on-disk compile cache: a new process that runs a jitted function on a signature an
-earlier process compiled loads its machine code instead of compiling it again.
+earlier process compiled loads its machine code instead of compiling it again, and
+without importing Numba (see ``backends/cpu/native.py``).
 
 An entry is a directory named by a hash of everything that decides the machine code: the
-optimised IR (ops, attributes, types and every constant's bytes), the generated source,
-the backend's own source files (the generated module imports helpers from them), and the
-tracejit and Numba versions. It holds the generated module as ``kernels.py`` and Numba's
-index (``.nbi``) and object code (``.nbc``) files beside it: Numba's cache keys on a real
-source file, and tracebacks through the runner then show real lines.
+optimised IR (ops, attributes, types and every constant's bytes), the generated kernel
+source, the backend's own source files (the generated module imports helpers from them),
+the host CPU (the code uses its vector instructions), and the tracejit and Numba
+versions. It holds the kernel module as ``kernels.py`` (what ``lower().source`` shows),
+the kernels linked into a shared library ``kernels-<hash>.so``, and ``index.json``: the
+library's name and SHA-256 and the kernels' symbol names.
 
 ``TRACEJIT_CACHE_DIR`` sets the location (default ``$XDG_CACHE_HOME/tracejit`` or
 ``~/.cache/tracejit``); ``TRACEJIT_DISK_CACHE=0`` turns the cache off.
 
-Files are written under a temporary name and renamed into place, so concurrent processes
-see whole files or none. What cannot be read back (a truncated ``kernels.py``, garbage in
-Numba's files) is discarded with a :class:`~tracejit.errors.DiskCacheWarning` and compiled
-afresh. Numba is imported only when an entry is executed, never by importing this module.
+Files are written under a temporary name and renamed into place, ``index.json`` last, so
+concurrent processes see whole entries or none. What cannot be read back (a truncated
+``kernels.py``, a library whose hash does not match, one that will not load) is discarded
+with a :class:`~tracejit.errors.DiskCacheWarning` and compiled afresh.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
+import platform
 import shutil
-import sys
-import types
 import uuid
 import warnings
 from dataclasses import dataclass, replace
@@ -35,16 +37,16 @@ import numpy as np
 from .errors import DiskCacheWarning
 from .ir import Graph
 
-_FORMAT = "tracejit-diskcache-1"  # bump when the layout of an entry changes
+_FORMAT = "tracejit-diskcache-2"  # bump when the layout of an entry changes
 
 
 @dataclass(frozen=True)
 class Stats:
-    """What the disk cache did in this process, counted per Numba kernel."""
+    """What the disk cache did in this process, counted per kernel."""
 
     loaded: int = 0  # kernels whose machine code came from disk
     compiled: int = 0  # kernels Numba compiled (and saved)
-    discarded: int = 0  # corrupt entries or kernel files thrown away
+    discarded: int = 0  # corrupt entries or kernel libraries thrown away
 
 
 _stats = Stats()
@@ -73,13 +75,11 @@ def cache_dir() -> Path:
 def key(graph: Graph, source: str, backend: str) -> str:
     """Hex digest naming the entry. The printed graph elides large constants, so every
     array attribute's dtype, shape and bytes are hashed as well."""
-    import numba
-
     from . import __version__
 
     h = hashlib.sha256()
     for part in (_FORMAT, backend, _backend_fingerprint(backend), __version__,
-                 numba.__version__, str(graph), source):
+                 _numba_version(), _host(), str(graph), source):
         h.update(part.encode())
         h.update(b"\0")
     for node in graph.nodes:
@@ -96,6 +96,25 @@ def _arrays(value):
     elif isinstance(value, (tuple, list)):
         for v in value:
             yield from _arrays(v)
+
+
+@functools.cache
+def _numba_version() -> str:
+    from importlib.metadata import version  # not numba.__version__: importing Numba is slow
+
+    return version("numba")
+
+
+@functools.cache
+def _host() -> str:
+    """The CPU model and its feature flags (machine code uses the host's instructions)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            lines = f.read().split("\n\n")[0].splitlines()
+        return "\n".join(line for line in lines
+                         if line.split(":")[0].strip() in ("vendor_id", "model name", "flags"))
+    except OSError:
+        return f"{platform.machine()} {platform.processor()}"
 
 
 @functools.cache
@@ -118,27 +137,53 @@ class Entry:
     def __init__(self, directory: Path):
         self.directory = directory
         self.path = directory / "kernels.py"
+        self.index = directory / "index.json"
         self.loaded = 0
         self.compiled = 0
 
-    def exec_module(self, text: str, namespace: dict) -> dict:
-        """Execute the generated module from ``kernels.py`` and make its Numba kernels cache
-        their machine code here. Returns the module's namespace."""
-        from numba.core.dispatcher import Dispatcher
+    def load(self, n: int) -> list | None:
+        """The entry's ``n`` kernels as callables, or None when they have not been saved
+        (or could not be read back: then the files are discarded, with a warning)."""
+        from .backends.cpu import native
 
-        name = f"_tracejit_kernels_{self.directory.name}"
-        module = types.ModuleType(name)
-        module.__file__ = str(self.path)
-        module.__dict__.update(namespace)
-        # Numba rebuilds a cached kernel's environment by importing its module by name.
-        sys.modules[name] = module
-        exec(compile(text, str(self.path), "exec"), module.__dict__)
-        cache_class = _kernel_cache_class()
-        for value in list(module.__dict__.values()):
-            if isinstance(value, Dispatcher) and value.py_func.__code__.co_filename == str(
-                    self.path):
-                value._cache = cache_class(value.py_func, self)  # what cache=True installs
-        return module.__dict__
+        try:
+            index = json.loads(self.index.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            return self._discard_library(e)
+        try:
+            symbols, library = index["symbols"], self.directory / index["library"]
+            if len(symbols) != n or native.digest(library) != index["sha256"]:
+                raise ValueError(f"{library.name} does not match index.json")
+            kernels = native.load(library, symbols)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            return self._discard_library(e)
+        self.loaded += n
+        _count(loaded=n)
+        return kernels
+
+    def save(self, symbols: list[str], objects) -> None:
+        """Link the kernels (``objects()`` gives their object code) into a library named by
+        its hash (a process never reloads a stale library of the same name). Failing only
+        costs later processes a compile, so it warns rather than raises."""
+        from .backends.cpu import native
+
+        self.compiled += len(symbols)
+        _count(compiled=len(symbols))
+        tmp = self.directory / f".kernels.{uuid.uuid4().hex[:12]}.so"
+        try:
+            native.link(objects(), tmp)
+            digest = native.digest(tmp)
+            library = f"kernels-{digest[:16]}.so"
+            os.replace(tmp, self.directory / library)
+            _write_atomic(self.index, json.dumps(
+                {"library": library, "symbols": symbols, "sha256": digest}).encode())
+        except OSError as e:
+            warnings.warn(f"tracejit: could not save compiled kernels to {self.directory} "
+                          f"({e})", DiskCacheWarning, stacklevel=2)
+        finally:
+            tmp.unlink(missing_ok=True)
 
     def describe(self) -> str:
         n = lambda count: f"{count} kernel{'s' if count != 1 else ''}"
@@ -148,14 +193,13 @@ class Entry:
             return f"disk cache hit ({n(self.loaded)} loaded)"
         return "disk cache: no kernels"
 
-    def discard_kernel(self, filename_base: str, error: Exception) -> None:
-        """Remove one kernel's Numba files (unreadable: ``error``) so Numba recompiles it."""
-        for path in self.directory.glob(f"{filename_base}.*"):
+    def _discard_library(self, error: Exception) -> None:
+        for path in (self.index, *self.directory.glob("kernels-*.so")):
             path.unlink(missing_ok=True)
         _count(discarded=1)
-        warnings.warn(f"tracejit: discarded unreadable Numba cache files {filename_base}.* in "
-                      f"{self.directory} ({type(error).__name__}: {error}); compiling again",
-                      DiskCacheWarning, stacklevel=2)
+        warnings.warn(f"tracejit: discarded unreadable compiled kernels in {self.directory} "
+                      f"({type(error).__name__}: {error}); compiling again",
+                      DiskCacheWarning, stacklevel=3)
 
 
 def open_entry(graph: Graph, source: str, backend: str) -> Entry | None:
@@ -204,48 +248,3 @@ def _discard(directory: Path, reason: str) -> None:
     _count(discarded=1)
     warnings.warn(f"tracejit: discarded corrupt cache entry {directory} ({reason}); "
                   "compiling again", DiskCacheWarning, stacklevel=3)
-
-
-@functools.cache
-def _kernel_cache_class():
-    """Numba's per-function cache, with its files beside ``kernels.py`` and with unreadable
-    files discarded and recompiled instead of raised (Numba's own cache would raise)."""
-    from numba.core.caching import CompileResultCacheImpl, FunctionCache, InTreeCacheLocator
-
-    class EntryLocator(InTreeCacheLocator):
-        def __init__(self, py_func, py_file):
-            super().__init__(py_func, py_file)
-            self._cache_path = os.path.dirname(py_file)
-
-    class EntryImpl(CompileResultCacheImpl):
-        _locator_classes = [EntryLocator]
-
-    class KernelCache(FunctionCache):
-        _impl_class = EntryImpl
-
-        def __init__(self, py_func, entry: Entry):
-            self._entry = entry
-            super().__init__(py_func)
-
-        def load_overload(self, sig, target_context):
-            try:
-                cres = super().load_overload(sig, target_context)
-            except Exception as e:  # any unreadable file: garbage pickles, bad object code
-                self._entry.discard_kernel(self._impl.filename_base, e)
-                cres = None
-            if cres is None:
-                self._entry.compiled += 1
-                _count(compiled=1)
-            else:
-                self._entry.loaded += 1
-                _count(loaded=1)
-            return cres
-
-        def save_overload(self, sig, data):
-            try:
-                super().save_overload(sig, data)
-            except Exception as e:  # the compiled kernel works; only later processes lose
-                warnings.warn(f"tracejit: could not save a compiled kernel to "
-                              f"{self._entry.directory} ({e})", DiskCacheWarning, stacklevel=2)
-
-    return KernelCache

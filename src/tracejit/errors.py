@@ -99,6 +99,10 @@ class IRError(TracejitError):
     """An ill-formed IR graph: a bug in tracejit or in a pass, never the user's."""
 
 
+class BackendUnavailable(TracejitError, RuntimeError):
+    """A backend cannot run on this machine (a missing runtime library or device)."""
+
+
 class DiskCacheWarning(UserWarning):
     """The on-disk compile cache was unusable (a corrupt entry, an unwritable directory).
 

@@ -1,20 +1,22 @@
 """CPU backend: fused loop kernels compiled with Numba, library calls for the rest.
 
-Numba is imported only when this backend compiles something, so ``import tracejit``
-stays light. Kernels compile lazily, on a runner's first call; with the disk cache on
-(:mod:`tracejit.diskcache`) that first call loads them from disk when it can.
+Kernels are C functions that Numba compiles once; the disk cache keeps them as a shared
+library, so a process that finds them there runs without importing Numba at all
+(``native.py``). ``import tracejit`` imports neither.
 """
 
 from __future__ import annotations
 
 import builtins
+import linecache
 import time
 
 import numpy as np
 
 from ... import diskcache
-from ...errors import IndexOutOfBounds, InvalidValue, ScalarOverflow
+from ...errors import IndexOutOfBounds, InvalidValue, IRError, ScalarOverflow
 from ...ir import Graph
+from . import native
 
 NAME = "cpu"
 _TYPED = ((IndexError, IndexOutOfBounds), (OverflowError, ScalarOverflow),
@@ -24,7 +26,7 @@ _TYPED = ((IndexError, IndexOutOfBounds), (OverflowError, ScalarOverflow),
 def source(graph: Graph) -> str:
     from .codegen import generate
 
-    return generate(graph)[0]
+    return generate(graph).source
 
 
 def compile(graph: Graph, profile: bool = False, *, reuse=None):
@@ -37,29 +39,58 @@ def compile(graph: Graph, profile: bool = False, *, reuse=None):
     """
     from .codegen import generate
 
-    text, namespace = generate(graph, profile)
-    locations = namespace["locations"]
+    code = generate(graph, profile)
+    locations = code.namespace["locations"]
 
     def located(e: Exception, step: int):
         typed = next(t for base, t in _TYPED if isinstance(e, base))
         return typed(str(e), location=locations[step] if step >= 0 else None)
 
-    namespace.update(scalar=_scalar, located=located,
-                     clock=time.perf_counter, record=_ignore)
-    disk = None
-    if reuse is None and diskcache.enabled():
-        disk = diskcache.open_entry(graph, text, NAME)
-    if disk is not None:
-        namespace = disk.exec_module(text, namespace)
+    if reuse is not None:
+        kernels, disk = reuse.kernels, None
     else:
-        exec(builtins.compile(text, f"<tracejit cpu: {graph.name}>", "exec"), namespace)
-    if reuse is not None:  # a step's name is the name of the function it calls
-        namespace.update({s.name: reuse.namespace[s.name] for s in namespace["steps"]})
+        kernels, disk = _kernels(graph, code)
+    namespace = dict(code.namespace, located=located, operand=_operand, parallel=native.parallel,
+                     clock=time.perf_counter, record=_ignore)
+    namespace.update(zip(code.kernel_names, kernels, strict=True))
+    filename = f"<tracejit cpu runner: {graph.name} {id(code):x}>"
+    linecache.cache[filename] = (len(code.runner), None, code.runner.splitlines(True), filename)
+    exec(builtins.compile(code.runner, filename, "exec"), namespace)
     run = namespace["run"]
     run.steps = namespace["steps"]
     run.namespace = namespace
+    run.kernels = kernels
     run.disk_cache = disk
     return run
+
+
+def _kernels(graph: Graph, code) -> tuple[list, diskcache.Entry | None]:
+    """The compiled kernels: from the disk cache when it has them, else from Numba (and
+    then saved there)."""
+    native.configure()
+    disk = diskcache.open_entry(graph, code.kernels, NAME) if diskcache.enabled() else None
+    if disk is not None and code.kernel_names:
+        kernels = disk.load(len(code.kernel_names))
+        if kernels is not None:
+            return kernels, disk
+    if not code.kernel_names:
+        return [], disk
+    from .compiler import compile_kernels
+
+    filename = str(disk.path) if disk is not None else f"<tracejit cpu: {graph.name}>"
+    kernels, symbols, objects = compile_kernels(code.kernels, filename, code.kernel_names)
+    if disk is not None:
+        disk.save(symbols, objects)
+    return kernels, disk
+
+
+def _operand(x, dtype, shape):
+    """A library step's result as the kernels after it read it: C-contiguous, of the IR's
+    dtype and shape (a kernel trusts both; a mismatch would read out of bounds)."""
+    x = np.ascontiguousarray(x, dtype)
+    if x.shape != shape:
+        raise IRError(f"a library step returned shape {x.shape} where the IR says {shape}")
+    return x
 
 
 def profiled(graph: Graph, run):
@@ -69,7 +100,3 @@ def profiled(graph: Graph, run):
 
 def _ignore(step: int, seconds: float) -> None:
     pass
-
-
-def _scalar(x):
-    return x[()] if type(x) is np.ndarray else x

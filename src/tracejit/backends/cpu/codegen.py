@@ -1,16 +1,20 @@
-"""Generate Python source for one graph: Numba loop kernels plus a plain-Python runner.
+"""Generate source for one graph: Numba loop kernels plus a plain-Python runner.
 
-Each loop kernel is a loop nest over its iteration shape. Inputs arrive as (possibly
-zero-stride broadcast) views of that shape and are read with the full multi-index, so
-broadcasting costs nothing and LLVM still vectorises the innermost loop. Reductions
-accumulate into keepdims-shaped outputs the runner pre-fills with the identity. Library
-steps call the op's NumPy implementation (BLAS for matmul). The runner is ordinary Python
-so a user can read what runs; ``run`` is the single entry point.
+Each loop kernel is a loop nest over its iteration shape, compiled as a C function
+``void kernel(args)`` (see ``native.py``): its inputs, outputs and scratch arrays arrive as
+a tuple of C-contiguous arrays, read through pointers with static shapes, so indexing
+compiles to constant strides and LLVM vectorises the innermost loop. Inputs keep their
+own (unbroadcast) shapes and are indexed as NumPy broadcasting would. Reductions
+accumulate into keepdims-shaped outputs the runner pre-fills with the identity. A large
+kernel runs its outer loop on libgomp's threads, each taking a contiguous share. Library
+steps call the op's NumPy implementation (BLAS for matmul). The runner is ordinary
+Python so a user can read what runs; ``run`` is the single entry point.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -19,9 +23,7 @@ from ...ir.registry import REGISTRY
 from ...passes.contract import SMALL_K, split_skinny_matmuls
 from ...passes.fusion import LOOP_REDUCTIONS, Kernel, fuse
 from ...profiler import StepInfo
-from . import ops, threads
-
-threads.configure()  # before any generated kernel makes Numba start its thread pool
+from . import ops
 
 _IDENTITY = {"sum": 0, "prod": 1, "any": False, "all": True}
 
@@ -89,13 +91,16 @@ def _literal(value) -> str:
 
 
 class _Module:
-    """Accumulates the generated source and the objects it refers to by name."""
+    """Accumulates the generated kernels, the runner, and the objects they refer to."""
 
     def __init__(self, graph: Graph):
         self.graph = graph
-        self.lines: list[str] = [f"# tracejit CPU backend: {graph.name}",
-                                 "import numpy as np", "from numba import njit, prange", ""]
+        self.lines: list[str] = [f"# tracejit CPU backend: {graph.name}", "import numpy as np",
+                                 "from numba import carray, cfunc, types",
+                                 "from tracejit.backends.cpu.abi import U, arg, barrier, "
+                                 "num_threads, stack, thread_id", ""]
         self.math: set[str] = set()  # functions of backends/cpu/math.py the kernels call
+        self.kernels: list[str] = []  # names of the loop kernels, in step order
         self.namespace: dict = {"np": np}
         self.consts: dict[Value, object] = {
             n.out: n.attrs["value"] for n in graph.nodes if n.op == "constant"}
@@ -104,7 +109,10 @@ class _Module:
             self.names[v] = f"a{i}"
         for i, v in enumerate(self.consts):
             self.names[v] = f"c{i}"
-            self.namespace[f"c{i}"] = self.consts[v]
+            value = self.consts[v]
+            if isinstance(value, np.ndarray) and value.ndim:  # kernels read C order
+                value = np.ascontiguousarray(value)
+            self.namespace[f"c{i}"] = value
 
     def name(self, v: Value) -> str:
         if v not in self.names:
@@ -112,59 +120,80 @@ class _Module:
         return self.names[v]
 
 
-def generate(graph: Graph, profile: bool = False) -> tuple[str, dict]:
-    """Module source and its namespace. With ``profile`` the runner times every step and
-    calls ``record(step, seconds)``; ``namespace["steps"]`` describes the steps."""
+@dataclass
+class Generated:
+    """``kernels``: the Numba module (compiled once, then loaded from the disk cache);
+    ``runner``: the Python module defining ``run``, executed with ``namespace`` plus the
+    compiled kernels bound to the names ``kernel_names``."""
+
+    kernels: str
+    runner: str
+    namespace: dict
+    kernel_names: list[str]
+
+    @property
+    def source(self) -> str:
+        return self.kernels + "\n" + self.runner
+
+
+def generate(graph: Graph, profile: bool = False) -> Generated:
+    """The generated code. With ``profile`` the runner times every step and calls
+    ``record(step, seconds)``; ``namespace["steps"]`` describes the steps."""
     graph = split_skinny_matmuls(graph)
     mod = _Module(graph)
     kernels = fuse(graph, fusible)
+    loop_inputs = {v for k in kernels if k.kind == "loop" for v in k.inputs if v.type.ndim}
     body: list[str] = []
+    for v in graph.inputs:  # the kernels read C-contiguous arrays of the signature's dtype
+        if v in loop_inputs:
+            name = mod.names[v]
+            body.append(f"{name} = np.ascontiguousarray({name}, {_typename(v.type.dtype)})")
     for k, kern in enumerate(kernels):
         where = kern.nodes[0].loc.short if kern.nodes[0].loc else "?"
         start = len(body)
         if kern.kind == "loop":
             _emit_loop(mod, k, kern, body, where)
         else:
-            _emit_library(mod, k, kern.nodes[0], body, where)
+            _emit_library(mod, k, kern.nodes[0], body, where, kern.nodes[0].out in loop_inputs)
         if profile:
             body.insert(start, "t_start = clock()")
             body.append(f"record({k}, clock() - t_start)")
     args = ", ".join(mod.names[v] for v in graph.inputs)
     outs = ", ".join(mod.name(v) for v in graph.outputs)
-    mod.lines += [f"def run({args}):", "    step = -1", "    try:"]
-    mod.lines += [f"        {line}" for line in body or ["pass  # nothing to compute"]]
-    mod.lines += [
+    runner = ["# runner: plain Python, calling the kernels above through ctypes",
+              f"def run({args}):", "    step = -1", "    try:"]
+    runner += [f"        {line}" for line in body or ["pass  # nothing to compute"]]
+    runner += [
         "    except (IndexError, ValueError, OverflowError, ZeroDivisionError) as e:",
         "        raise located(e, step) from None",
         f"    return [{outs}]",
     ]
     if mod.math:
-        mod.lines.insert(3, f"from tracejit.backends.cpu.math import {', '.join(sorted(mod.math))}")
+        mod.lines.insert(4, f"from tracejit.backends.cpu.math import {', '.join(sorted(mod.math))}")
     mod.namespace["locations"] = [k.nodes[0].loc for k in kernels]
     mod.namespace["steps"] = [
         StepInfo(f"{'kernel' if k.kind == 'loop' else 'lib'}{i}", ", ".join(n.op for n in k.nodes),
                  k.nodes[0].loc, sum(_nbytes(v) for v in k.inputs + k.outputs))
         for i, k in enumerate(kernels)
     ]
-    return "\n".join(mod.lines) + "\n", mod.namespace
+    return Generated("\n".join(mod.lines) + "\n", "\n".join(runner) + "\n", mod.namespace,
+                     mod.kernels)
 
 
 def _nbytes(v: Value) -> int:
     return v.type.size * v.type.dtype.itemsize
 
 
-def _emit_library(mod: _Module, k: int, node: Node, body: list[str], where: str) -> None:
+def _emit_library(mod: _Module, k: int, node: Node, body: list[str], where: str,
+                  kernel_input: bool) -> None:
     fn = f"lib{k}"
     impl = REGISTRY[node.op].impl
     mod.namespace[fn] = (lambda impl, attrs: lambda *a: impl(*a, **attrs))(impl, node.attrs)
     call = f"{fn}({', '.join(mod.name(v) for v in node.inputs)})"
-    if node.op in ("slice", "transpose") and node.out.type.size <= COPY_VIEWS_UP_TO:
-        # a kernel reading a strided view compiles for any layout and does not vectorise
-        call = f"np.ascontiguousarray({call})"
+    out = node.out.type
+    if kernel_input:  # kernels read C-contiguous arrays of exactly the IR's type
+        call = f"operand({call}, {_typename(out.dtype)}, {out.shape})"
     body.append(f"step = {k}; {mod.name(node.out)} = {call}  # {node.op}, {where}")
-
-
-COPY_VIEWS_UP_TO = 1 << 16  # elements: small sliced or transposed views are made contiguous
 
 
 PARALLEL_MIN_SIZE = 1 << 17  # below this, a thread launch costs more than it saves
@@ -216,8 +245,20 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
         split = 1
         blocked = [n for n in reds if 0 in n.attrs["axis"]]
     idx = ", ".join(f"i{d}" for d in range(nd))
-    params: list[str] = []
-    call: list[str] = []
+    params: list[str] = []  # the kernel's names for its arguments, in tuple order
+    call: list[str] = []  # the runner's expressions for them
+    unpack: list[str] = []  # the kernel's statements reading them
+
+    def param(local: str, runner: str, dtype: np.dtype, shape: tuple[int, ...] | None) -> None:
+        if shape is None and dtype.kind == "b":  # a bool pointer loads a byte, not an i1
+            unpack.append(f"{local} = arg(args, {len(params)}, np.uint8)[0] != 0")
+        else:
+            pointer = f"arg(args, {len(params)}, {_typename(dtype)})"
+            unpack.append(f"{local} = {pointer}[0]" if shape is None else
+                          f"{local} = carray({pointer}, {shape})")
+        params.append(local)
+        call.append(runner)
+
     pre: list[str] = []
     post: list[str] = []
     ref: dict[Value, str] = {}  # how the kernel reads a value
@@ -226,20 +267,19 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
     elementwise_use = {v for n in kern.nodes if n.op != "matmul" for v in n.inputs}
     for j, v in enumerate(kern.inputs):
         if v in contracted:  # matmul operands are read whole, with their own indices
-            params.append(f"m{j}")
-            call.append(mod.name(v))
+            param(f"m{j}", mod.name(v), v.type.dtype, v.type.shape)
             ref[("matmul", v)] = f"m{j}"
         if v in contracted and v not in elementwise_use:
             continue
         if v in mod.consts and v.type.ndim == 0:
             ref[v] = _literal(mod.consts[v])
         elif v.type.ndim == 0:
-            params.append(f"s{j}")
-            call.append(f"scalar({mod.name(v)})")
+            T = _typename(v.type.dtype)
+            param(f"s{j}", f"np.asarray({mod.name(v)}, {T})", v.type.dtype, None)
             ref[v] = f"s{j}"
-        else:  # read unbroadcast: a zero-stride view would stop vectorisation under prange
-            params.append(f"x{j}")
-            call.append(mod.name(v))
+            typed.add(v)
+        else:  # read unbroadcast: a zero-stride view would stop vectorisation
+            param(f"x{j}", mod.name(v), v.type.dtype, v.type.shape)
             ref[v] = f"x{j}[{_broadcast_index(v.type.shape, shape)}]"
             typed.add(v)
     phase = _phases(kern)
@@ -248,19 +288,16 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
         typed.add(node.out)
         if node.out in kern.outputs:
             name, T = mod.name(node.out), _typename(node.out.type.dtype)
-            params.append(f"o{n}")
-            call.append(name)
             if node.op in LOOP_REDUCTIONS:
-                kshape = _keepdims_shape(node, shape)
-                fill = f"np.full({kshape}, {_literal(_identity(node))}, {T})"
-                pre.append(f"{name} = {fill}" if scatter else f"{name} = np.empty({kshape}, {T})")
-                if kshape != node.out.type.shape:
-                    post.append(f"{name} = {name}.reshape({node.out.type.shape})")
+                alloc = _keepdims_shape(node, shape)
+                fill = f"np.full({alloc}, {_literal(_identity(node))}, {T})"
+                pre.append(f"{name} = {fill}" if scatter else f"{name} = np.empty({alloc}, {T})")
             else:
-                alloc = node.out.type.shape if kern.is_row_level(node) else shape
-                pre.append(f"{name} = np.empty({alloc or (1,)}, {T})")
-                if alloc != node.out.type.shape or not alloc:
-                    post.append(f"{name} = {name}.reshape({node.out.type.shape})")
+                alloc = (node.out.type.shape if kern.is_row_level(node) else shape) or (1,)
+                pre.append(f"{name} = np.empty({alloc}, {T})")
+            param(f"o{n}", name, node.out.type.dtype, alloc)
+            if alloc != node.out.type.shape:
+                post.append(f"{name} = {name}.reshape({node.out.type.shape})")
 
     def expr(node: Node) -> str:
         if node.op == "matmul":  # small K: unrolled dot product of a row and a column
@@ -317,36 +354,46 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
     # in parallel, each block reducing into its own partial result, combined at the end.
     full = bool(reds) and not scatter and split == 0 and big and shape[0] > 1 and n_phases == 1
     parallel = (split > 0 or full) and big
-    src = [f"# kernel {k}: loop over {list(kern.shape)} ({', '.join(n.op for n in kern.nodes)})"
-           f", {where}",
-           f"@njit(error_model='numpy', parallel={parallel}, cache=False)",
-           f"def kernel{k}({', '.join(params)}):"]
-    indent = "    "
     nblocks = min(shape[0], PARALLEL_BLOCKS)
-    for n in blocked:
-        T, kshape = _typename(n.out.type.dtype), _keepdims_shape(n, shape)
-        src.append(f"{indent}p{kern.nodes.index(n)} = np.full({(nblocks, *kshape)}, "
-                   f"{_literal(_identity(n))}, {T})")
-    if blocked:
-        src.append(f"{indent}for b in prange({nblocks}):")
-        indent += "    "
-        src.append(f"{indent}for i0 in range(b * {shape[0]} // {nblocks}, "
-                   f"(b + 1) * {shape[0]} // {nblocks}):")
-        indent += "    "
-    for d in range(1 if blocked else 0, split):
-        rng = "prange" if d == 0 and parallel else "range"
-        src.append(f"{indent}for i{d} in {rng}({shape[d]}):")
-        indent += "    "
     if full:
         lanes = LANE_BYTES // max(n.out.type.dtype.itemsize for n in reds)
         chunk = -(-shape[0] // PARALLEL_BLOCKS)
         chunk = -(-chunk // lanes) * lanes if nd == 1 else chunk
         nblocks = -(-shape[0] // chunk)
-        for n in reds:
-            src.append(f"{indent}p{kern.nodes.index(n)} = "
-                       f"np.empty({nblocks}, {_typename(n.out.type.dtype)})")
-        src += [f"{indent}for b in prange({nblocks}):", f"{indent}    lo = b * {chunk}",
-                f"{indent}    hi = min({shape[0]}, lo + {chunk})"]
+    for n in blocked if scatter else (reds if full else ()):  # per-block partial results
+        j, T, name = kern.nodes.index(n), _typename(n.out.type.dtype), mod.name(n.out)
+        if full:
+            pshape = (nblocks,)
+            pre.append(f"{name}_blocks = np.empty({pshape}, {T})")
+        else:
+            pshape = (nblocks, *_keepdims_shape(n, shape))
+            pre.append(f"{name}_blocks = np.full({pshape}, {_literal(_identity(n))}, {T})")
+        param(f"p{j}", f"{name}_blocks", n.out.type.dtype, pshape)
+    src = [f"# kernel {k}: loop over {list(kern.shape)} ({', '.join(n.op for n in kern.nodes)})"
+           f", {where}",
+           "@cfunc(types.void(types.int64), error_model='numpy')",
+           f"def kernel{k}(args):"]
+    src += [f"    {line}" for line in unpack]
+    indent = "    "
+    if parallel:
+        src.append(f"{indent}t, nt = thread_id(), num_threads()  # each thread takes a share")
+
+    def share(n: int) -> str:
+        return f"range(t * U({n}) // nt, (t + U(1)) * U({n}) // nt)"
+
+    if blocked:
+        src.append(f"{indent}for b in {share(nblocks)}:")
+        indent += "    "
+        src.append(f"{indent}for i0 in range(b * U({shape[0]}) // U({nblocks}), "
+                   f"(b + U(1)) * U({shape[0]}) // U({nblocks})):")
+        indent += "    "
+    for d in range(1 if blocked else 0, split):
+        rng = share(shape[d]) if d == 0 and parallel else f"range({shape[d]})"
+        src.append(f"{indent}for i{d} in {rng}:")
+        indent += "    "
+    if full:
+        src += [f"{indent}for b in {share(nblocks)}:", f"{indent}    lo = b * U({chunk})",
+                f"{indent}    hi = min(U({shape[0]}), lo + U({chunk}))"]
         indent += "    "
     done: set[Value] = set()
     row_index = ", ".join("0" if d >= split else f"i{d}" for d in range(nd))
@@ -373,7 +420,7 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
         use_lanes = phase_reds and not scatter and split == nd - 1 and shape[-1] >= 2 * lanes
         if use_lanes:
             lo, hi = ("lo", "hi") if full else ("0", str(shape[-1]))
-            end = f"hi - (hi - lo) % {lanes}" if full else str(shape[-1] - shape[-1] % lanes)
+            end = f"hi - (hi - lo) % U({lanes})" if full else str(shape[-1] - shape[-1] % lanes)
             src += _lane_loops(phase_reds, lo, end, lanes, nd - 1, indent, ref,
                                compute(sinks, set(done_inner), "lane"))
             if full or shape[-1] % lanes:
@@ -399,20 +446,25 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
                     j = kern.nodes.index(n)
                     dest = f"p{j}[b]" if full else f"o{j}[{_red_index(n, nd)}]"
                     src.append(f"{indent}{dest} = {ref[n.out]}")
-    for n in reds if full else ():  # combine the blocks' partial results
+    if full or blocked:
+        src += ["    barrier()  # wait for every block",
+                "    if t == 0:  # thread 0 combines the blocks' partial results"]
+    for n in reds if full else ():
         j, T = kern.nodes.index(n), _typename(n.out.type.dtype)
-        src += [f"    r{j} = {T}({_literal(_identity(n))})",
-                f"    for b in range({nblocks}):",
-                f"        r{j} = {T}({_update(n, f'r{j}', f'p{j}[b]')})",
-                f"    o{j}[{_red_index(n, nd)}] = r{j}"]
-    for n in blocked:  # combine the blocks' partial results
+        src += [f"        r{j} = {T}({_literal(_identity(n))})",
+                f"        for b in range({nblocks}):",
+                f"            r{j} = {T}({_update(n, f'r{j}', f'p{j}[b]')})",
+                f"        o{j}[{_red_index(n, nd)}] = r{j}"]
+    for n in blocked:
         j, T = kern.nodes.index(n), _typename(n.out.type.dtype)
-        src += [f"    for b in range({nblocks}):",
-                f"        for jj in np.ndindex({_keepdims_shape(n, shape)}):",
-                f"            o{j}[jj] = {T}({_update(n, f'o{j}[jj]', f'p{j}[b][jj]')})"]
+        src += [f"        for b in range({nblocks}):",
+                f"            for jj in np.ndindex({_keepdims_shape(n, shape)}):",
+                f"                o{j}[jj] = {T}({_update(n, f'o{j}[jj]', f'p{j}[b][jj]')})"]
     mod.lines += src + [""]
+    mod.kernels.append(f"kernel{k}")
     body.extend(f"step = {k}; {line}" for line in pre)
-    body.append(f"step = {k}; kernel{k}({', '.join(call)})")
+    launch = f"parallel(kernel{k}, args)" if parallel else f"kernel{k}(id(args))"
+    body.append(f"step = {k}; args = ({', '.join(call)},); {launch}")
     body.extend(post)
 
 
@@ -431,10 +483,14 @@ def _lane_loops(reds, lo, end, lanes, d, indent, ref, body) -> list[str]:
     """A reduction over a row as ``lanes`` independent partial accumulators: a float sum
     cannot vectorise otherwise (reassociating it needs fastmath, which the math module's
     error-free transformations forbid)."""
-    lines = [f"{indent}{ref[r.out]}_lanes = np.full({lanes}, {_literal(_identity(r))}, "
-             f"{_typename(r.out.type.dtype)})" for r in reds]
-    lines.append(f"{indent}for c in range({lo}, {end}, {lanes}):")
-    lines.append(f"{indent}    for lane in range({lanes}):")
+    lines = []
+    for r in reds:
+        acc, T = f"{ref[r.out]}_lanes", _typename(r.out.type.dtype)
+        lines += [f"{indent}{acc} = carray(stack({lanes}, {T}), ({lanes},))",
+                  f"{indent}for lane in range({lanes}):",
+                  f"{indent}    {acc}[lane] = {_literal(_identity(r))}"]
+    lines.append(f"{indent}for c in range(U({lo}), U({end}), U({lanes})):")  # unsigned: see abi
+    lines.append(f"{indent}    for lane in range(U({lanes})):")
     lines.append(f"{indent}        i{d} = c + lane")
     lines += [f"{indent}        {line}" for line in body]
     return lines

@@ -1,0 +1,69 @@
+"""What generated kernels use to read their arguments and share work (Numba intrinsics).
+
+A kernel is ``void kernel(int64 args)`` (see :mod:`.native`): ``arg(args, j, dtype)`` is a
+typed pointer to the data of array ``j`` of the argument tuple, which the kernel wraps in a
+``carray`` of the static shape or dereferences (0-d). ``stack(n, dtype)`` is a pointer to
+``n`` elements of stack memory (per-thread scratch that LLVM keeps in registers where it
+can; Numba's heap arrays would tie the kernel to Numba's runtime). ``thread_id()``,
+``num_threads()`` and ``barrier()`` are libgomp's, as unsigned 64-bit values: loop indices
+derived from them stay unsigned, so Numba emits no negative-index wraparound and the
+loops still vectorise.
+"""
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from .native import ARRAY_DATA, TUPLE_ITEMS
+
+U = np.uint64
+
+_thread_num = types.ExternalFunction("omp_get_thread_num", types.int32())
+_num_threads = types.ExternalFunction("omp_get_num_threads", types.int32())
+barrier = types.ExternalFunction("GOMP_barrier", types.void())
+
+
+@intrinsic
+def arg(typingctx, args, j, dtype):
+    """``(T*) ((PyArrayObject *) PyTuple_GET_ITEM(args, j))->data``"""
+    if not isinstance(j, types.IntegerLiteral):
+        return None
+    index, ty = j.literal_value, dtype.dtype
+
+    def codegen(context, builder, signature, llargs):
+        word = ir.IntType(64)
+
+        def load(address):
+            return builder.load(builder.inttoptr(address, word.as_pointer()))
+
+        item = load(builder.add(llargs[0], word(TUPLE_ITEMS + 8 * index)))
+        data = load(builder.add(item, word(ARRAY_DATA)))
+        return builder.inttoptr(data, context.get_value_type(types.CPointer(ty)))
+
+    return types.CPointer(ty)(args, j, dtype), codegen
+
+
+@intrinsic
+def stack(typingctx, n, dtype):
+    """Pointer to ``n`` (a literal) elements of ``dtype`` on the stack, allocated once at
+    the kernel's entry."""
+    if not isinstance(n, types.IntegerLiteral):
+        return None
+    count, ty = n.literal_value, dtype.dtype
+
+    def codegen(context, builder, signature, llargs):
+        return cgutils.alloca_once(builder, context.get_data_type(ty), size=count)
+
+    return types.CPointer(ty)(n, dtype), codegen
+
+
+@njit(inline="always")
+def thread_id():
+    return np.uint64(_thread_num())
+
+
+@njit(inline="always")
+def num_threads():
+    return np.uint64(_num_threads())

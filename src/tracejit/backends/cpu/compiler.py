@@ -1,0 +1,65 @@
+"""Compile a generated kernel module with Numba: callable kernels for this process, and
+position-independent object code for the disk cache's shared library."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import types
+
+from . import native
+
+# Functions a kernel may call that the shared library itself defines (native._RUNTIME_C).
+_RUNTIME = {"numba_gil_ensure", "numba_gil_release", "NRT_MemInfo_call_dtor"}
+
+
+def compile_kernels(text: str, filename: str, names: list[str]):
+    """Execute the kernel module ``text`` (Numba compiles each ``cfunc`` as it is defined).
+    Returns the kernels as ctypes functions, their symbol names, and a function that
+    builds their object code (only the disk cache needs it)."""
+    gomp = native.configure()
+    import llvmlite.binding as ll
+
+    ll.load_library_permanently(gomp._name)  # resolves omp_* and GOMP_* in JIT-ed code
+    module = types.ModuleType(f"_tracejit_kernels_{abs(hash(text)):x}")
+    module.__file__ = filename
+    exec(compile(text, filename, "exec"), module.__dict__)
+    cfuncs = [module.__dict__[n] for n in names]
+    kernels = [native.function(c.address, c) for c in cfuncs]
+    return kernels, [c.native_name for c in cfuncs], functools.partial(_objects, cfuncs)
+
+
+def _objects(cfuncs) -> list[bytes]:
+    """Object code of each kernel. OSError if a kernel calls a function that a library
+    loaded without Numba could not resolve (one of Numba's runtime helpers)."""
+    objects = []
+    for c in cfuncs:
+        module = c._library._final_module  # the optimised LLVM module Numba JIT-compiled
+        missing = [f.name for f in module.functions
+                   if f.is_declaration and not _resolvable(f.name)]
+        if missing:
+            raise OSError(f"{c.__name__} calls Numba runtime functions {missing}")
+        objects.append(_target_machine().emit_object(module))
+    return objects
+
+
+def _resolvable(symbol: str) -> bool:
+    if symbol.startswith("llvm.") or symbol in _RUNTIME:
+        return True
+    return hasattr(_process(), symbol)  # libc, libm, the interpreter, libgomp
+
+
+@functools.cache
+def _process() -> ctypes.CDLL:
+    return ctypes.CDLL(None)
+
+
+@functools.cache
+def _target_machine():
+    import llvmlite.binding as ll
+
+    ll.initialize_native_target()
+    ll.initialize_native_asmprinter()
+    return ll.Target.from_default_triple().create_target_machine(
+        cpu=ll.get_host_cpu_name(), features=ll.get_host_cpu_features().flatten(), opt=3,
+        reloc="pic", codemodel="default")

@@ -1,0 +1,156 @@
+"""Calling compiled kernels without Numba: C functions in a shared library, run with ctypes.
+
+Importing Numba and building its typing context costs ~0.4 s, four times the budget for a
+process whose kernels are already in the disk cache. So a kernel is a C function
+``void kernel(int64 args)``, compiled by Numba (``cfunc``) once and linked into a shared
+library; any later process only ``dlopen``s it. ``args`` is the address of a Python tuple
+of C-contiguous ndarrays (inputs, outputs, scratch) that the caller keeps alive; the
+kernel reads an array's data pointer through CPython's tuple layout and NumPy's array
+struct, at the offsets below, which :func:`configure` checks against this interpreter.
+
+Parallel kernels run on libgomp's thread team: ``GOMP_parallel`` calls the kernel on
+every thread and each takes its share of the outer loop from ``omp_get_thread_num``.
+This module imports neither Numba nor llvmlite.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import BackendUnavailable
+
+TUPLE_ITEMS = 24  # offset of item 0 in a PyTupleObject (refcount, type, size, items...)
+ARRAY_DATA = 16  # offset of the data pointer in NumPy's PyArrayObject (refcount, type, data)
+
+KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # void kernel(args)
+
+# Symbols Numba's cfunc wrapper references on its error path (a kernel raising, which
+# generated kernels never do) and the refcount release of Numba-allocated memory (which
+# they never allocate). In Numba's process they live in its extension modules; a kernel
+# library carries its own definitions so that it loads without Numba.
+_RUNTIME_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+typedef int PyGILState_STATE;
+extern PyGILState_STATE PyGILState_Ensure(void);
+extern void PyGILState_Release(PyGILState_STATE);
+void numba_gil_ensure(PyGILState_STATE *s) { *s = PyGILState_Ensure(); }
+void numba_gil_release(PyGILState_STATE *s) { PyGILState_Release(*s); }
+void NRT_MemInfo_call_dtor(void *mi) {
+    fputs("tracejit: a kernel released Numba-allocated memory (a tracejit bug)\n", stderr);
+    abort();
+}
+"""
+
+
+@functools.cache
+def configure() -> ctypes.CDLL:
+    """Load libgomp (globally, so kernels resolve ``omp_*`` against it) and check the
+    struct offsets kernels rely on. ``GOMP_SPINCOUNT=1000`` first, unless the user set it:
+    libgomp reads it once, and its default lets idle threads spin long after a kernel,
+    starving OpenBLAS's threads (DESIGN.md); a passive policy makes launches cost ~80 us."""
+    os.environ.setdefault("GOMP_SPINCOUNT", "1000")
+    try:
+        gomp = ctypes.CDLL("libgomp.so.1", mode=ctypes.RTLD_GLOBAL)
+    except OSError:
+        from ctypes.util import find_library
+
+        name = find_library("gomp")
+        if name is None:
+            raise BackendUnavailable(
+                "the CPU backend runs its kernels on libgomp (the GNU OpenMP runtime), which "
+                "is not installed", hint="install libgomp (e.g. apt install libgomp1) or use "
+                "backend='reference'") from None
+        gomp = ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
+    gomp.GOMP_parallel.argtypes = [KERNEL, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint]
+    gomp.GOMP_parallel.restype = None
+    probe = np.arange(3.0)
+    box = (probe,)
+    if (sys.maxsize != 2**63 - 1
+            or ctypes.c_void_p.from_address(id(box) + TUPLE_ITEMS).value != id(probe)
+            or ctypes.c_void_p.from_address(id(probe) + ARRAY_DATA).value != probe.ctypes.data):
+        raise BackendUnavailable(
+            "the CPU backend's kernels read tuples and arrays at CPython's and NumPy's usual "
+            "struct offsets, which this interpreter does not use",
+            hint="use a 64-bit CPython build without free threading, or backend='reference'")
+    return gomp
+
+
+def parallel(kernel, args: tuple) -> None:
+    """Run ``kernel`` on libgomp's team; the caller keeps ``args`` alive."""
+    configure().GOMP_parallel(kernel, id(args), 0, 0)
+
+
+def load(path: Path, symbols: list[str]) -> list:
+    """The kernels ``symbols`` of the shared library at ``path`` (OSError if it will not
+    load, AttributeError if a symbol is missing)."""
+    configure()
+    lib = ctypes.CDLL(str(path))
+    return [_bind(lib, ctypes.cast(getattr(lib, s), ctypes.c_void_p).value) for s in symbols]
+
+
+def function(address: int, owner=None):
+    """A callable kernel for the machine code at ``address``, keeping ``owner`` (what
+    holds that code) alive."""
+    return _bind(owner, address)
+
+
+def _bind(owner, address: int):
+    fn = KERNEL(address)
+    fn._owner = owner  # the library or Numba object the code lives in
+    return fn
+
+
+@functools.cache
+def linker() -> str | None:
+    """The C compiler driver that links kernel objects into a shared library."""
+    return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which(
+        "clang")
+
+
+def link(objects: list[bytes], out: Path) -> None:
+    """Link relocatable objects (position independent) into the shared library ``out``.
+    Kernels compiled apart may each define the same Numba helper under the same mangled
+    name (same function, same types, same code), hence ``--allow-multiple-definition``."""
+    with tempfile.TemporaryDirectory(prefix="tracejit-link-") as tmp:
+        paths = []
+        for i, data in enumerate(objects):
+            paths.append(os.path.join(tmp, f"kernel{i}.o"))
+            Path(paths[-1]).write_bytes(data)
+        _run_cc(["-shared", "-o", str(out), *paths, _runtime_object(),
+                 "-Wl,--allow-multiple-definition"])
+
+
+@functools.cache
+def _runtime_object() -> str:
+    """``_RUNTIME_C`` compiled once per process."""
+    folder = tempfile.mkdtemp(prefix="tracejit-runtime-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    source, obj = os.path.join(folder, "runtime.c"), os.path.join(folder, "runtime.o")
+    Path(source).write_text(_RUNTIME_C)
+    _run_cc(["-c", "-fPIC", "-O2", "-o", obj, source])
+    return obj
+
+
+def _run_cc(args: list[str]) -> None:
+    cc = linker()
+    if cc is None:
+        raise OSError("no C compiler driver (cc, gcc or clang) to link kernels with")
+    done = subprocess.run([cc, *args], capture_output=True, text=True)
+    if done.returncode:
+        raise OSError(f"{cc} {' '.join(args)} failed: {done.stderr.strip()}")
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
