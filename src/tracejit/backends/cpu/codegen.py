@@ -464,7 +464,7 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
     mod.kernels.append(f"kernel{k}")
     body.extend(f"step = {k}; {line}" for line in pre)
     launch = f"parallel(kernel{k}, args)" if parallel else f"kernel{k}(id(args))"
-    body.append(f"step = {k}; args = ({', '.join(call)},); {launch}")
+    body.append(f"step = {k}; args = ({', '.join(call)}{',' * (len(call) == 1)}); {launch}")
     body.extend(post)
 
 
