@@ -223,3 +223,36 @@ def test_per_row_values_stay_in_the_row_kernel(fn):
     (k,) = [k for k in kernels(fn, X) if k.kind == "loop"]
     assert "log" in [n.op for n in k.nodes]  # log of the row sum, computed once per row
     check(fn, X)
+
+
+def test_kernel_operands_of_any_layout_are_read_in_c_order():
+    """Kernels read C-contiguous arrays; the runner converts what is not (a transposed
+    argument, a big transposed intermediate, a non-native byte order)."""
+    x = RNG.standard_normal((300, 400)).astype(np.float32)
+    check(lambda a: np.tanh(a) * 2, x.T)  # a strided argument
+    check(lambda a: np.exp(a.T) + 1, x)  # a library transpose (120,000 elements) feeding a kernel
+    check(lambda a: a * a, x[:, ::3].astype(">f4"))  # big-endian, strided
+
+
+def test_kernels_never_call_numbas_runtime():
+    """A kernel that allocated through Numba's runtime could not run from the disk cache
+    without Numba: saving it must fail loudly, not produce a library that crashes later."""
+    import numba
+
+    from tracejit.backends.cpu import compiler
+
+    @numba.cfunc(numba.types.void(numba.types.int64))
+    def allocates(n):
+        np.empty(n).sum()
+
+    with pytest.raises(OSError, match="Numba runtime functions"):
+        compiler._objects([allocates])
+
+
+def test_unexpected_struct_layout_is_refused(monkeypatch):
+    from tracejit.backends.cpu import native
+    from tracejit.errors import BackendUnavailable
+
+    monkeypatch.setattr(native, "ARRAY_DATA", native.ARRAY_DATA + 8)
+    with pytest.raises(BackendUnavailable, match="struct offsets"):
+        native.configure.__wrapped__()
