@@ -1,0 +1,583 @@
+"""Generate CUDA C for one graph's loop kernels, for CuPy ``RawKernel``.
+
+Every loop kernel of the fusion pass becomes one ``extern "C" __global__`` function
+``kernel<k>`` (``k`` is the step's index; a full reduction adds ``kernel<k>_combine``).
+Arguments are device pointers to C-contiguous arrays (inputs in the kernel's input order,
+then outputs, then scratch arrays), except Python scalars, which are passed by value.
+Shapes are static, so index arithmetic uses constants; inputs keep their own unbroadcast
+shapes and are indexed as NumPy broadcasting would. Each kernel takes one of four forms:
+
+- *map* (no reductions): a grid-stride loop over the flat iteration space.
+- *full* (one pass reducing every axis): a grid-stride loop accumulating per thread, a
+  block reduction (warp shuffles, then shared memory), one partial result per block; a
+  second one-block kernel combines the partials in a fixed order (deterministic) and
+  computes the per-row values that follow. A single block writes the result directly.
+- *rows* (all reductions over the same trailing axes): one warp per row (rows of at most
+  ``ROW_WARP_MAX`` elements) or one block per row, running the kernel's phases in turn
+  (row softmax: max, sum of exp, output); per-row values live in registers between phases.
+- *columns* (other reductions): each thread accumulates one result over the reduced axes.
+
+Index arithmetic is 32-bit (``unsigned``) when the iteration space has at most 2**31 - 1
+elements, 64-bit otherwise. Library steps (matmul, structural ops, gathers) are only
+recorded; the runner executes them with CuPy/cuBLAS. Nothing here imports CuPy.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...ir import Graph, Kind, Node, Value
+from ...ir.registry import REGISTRY
+from ...passes.fusion import LOOP_REDUCTIONS, Kernel, fuse
+from ..cpu.codegen import loop_dtypes
+from . import ops
+
+BLOCK = 256  # threads per block of map, full, column and warp-per-row kernels
+SINGLE_ROW_BLOCK = 1024  # a kernel with one row gives it the largest block
+MAX_GRID = 4096  # grid-stride loops: more blocks than a few waves of a GPU only add overhead
+MAX_PARTIALS = 1024  # blocks of a full reduction's first stage, each writing one partial
+ROW_WARP_MAX = 1024  # rows up to this length get one warp each, longer ones a block
+INT32_MAX = 2**31 - 1
+WARP = 32
+
+
+def index_ctype(n: int) -> str:
+    """The C type of a kernel's index arithmetic over ``n`` elements: 32-bit when every
+    index fits in a signed int (so ``i + stride`` cannot wrap an unsigned), else 64-bit."""
+    return "unsigned" if n <= INT32_MAX else "unsigned long long"
+
+
+def fusible(node: Node) -> bool:
+    """Whether the CUDA backend computes ``node`` inside a loop kernel."""
+    dtypes = [v.type.dtype for v in (*node.inputs, node.out)]
+    if any(ops.ctype(d) is None for d in dtypes):
+        return False
+    if node.op in LOOP_REDUCTIONS:
+        src, out = dtypes
+        if src.kind == "f" and out.kind == "i":
+            return False  # float -> int cast: see convert
+        return ops.template(ops.REDUCE_WITH[node.op], (out, out)) is not None
+    if REGISTRY[node.op].kind is not Kind.ELEMENTWISE:
+        return False  # contractions (cuBLAS), structural ops, gathers: library steps
+    if node.op == "convert":
+        # float -> int is undefined in C for NaN/inf/out of range (NumPy gives INT_MIN)
+        return not (dtypes[0].kind == "f" and dtypes[1].kind == "i")
+    dts = loop_dtypes(node)
+    return dts is not None and ops.template(node.op, dts[:-1]) is not None
+
+
+def grid_for(n: int, block: int = BLOCK, cap: int = MAX_GRID) -> int:
+    """Blocks for a grid-stride loop over ``n`` items: enough for one item per thread, at
+    most ``cap``, at least one (an empty loop still launches, to write identities)."""
+    return max(1, min(-(-n // block), cap))
+
+
+def row_plan(rows: int, length: int) -> tuple[str, int, int]:
+    """(``"warp"`` or ``"block"``, block size, grid size) for ``rows`` rows of ``length``."""
+    if rows == 1:
+        return "block", SINGLE_ROW_BLOCK, 1
+    if length <= ROW_WARP_MAX:
+        return "warp", BLOCK, grid_for(rows, BLOCK // WARP)
+    return "block", BLOCK, grid_for(rows, 1)
+
+
+@dataclass
+class Arg:
+    """One kernel parameter. ``value`` is the IR value passed (None for scratch arrays);
+    pointers point to C-contiguous arrays of ``dtype`` and ``shape``."""
+
+    name: str
+    ctype: str  # "const float*", "float*", or a scalar type passed by value
+    role: str  # "input", "scalar" (a Python scalar, by value), "output", "scratch"
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    value: Value | None = None
+
+
+@dataclass
+class Launch:
+    function: str
+    grid: int
+    block: int
+    args: list[Arg]
+
+
+@dataclass
+class Step:
+    """A step of the graph: a loop kernel (one or two launches) or a library call."""
+
+    kind: str  # "loop" or "library"
+    form: str  # "map", "full", "rows", "columns" or "library"
+    ops: list[str]
+    kernel: Kernel
+    launches: list[Launch] = field(default_factory=list)
+    index: str = ""  # the C type of the kernel's index arithmetic
+
+
+@dataclass
+class CudaModule:
+    """``source``: CUDA C for every loop kernel, compiled as one module; ``steps``: what
+    to run, in order."""
+
+    source: str
+    steps: list[Step]
+
+    @property
+    def kernel_names(self) -> list[str]:
+        return [launch.function for s in self.steps for launch in s.launches]
+
+
+def generate(graph: Graph, prefix: str = "") -> CudaModule:
+    """The CUDA module of ``graph``; ``prefix`` goes before every function name."""
+    consts = {n.out: n.attrs["value"] for n in graph.nodes if n.op == "constant"}
+    scalars = {v for v in graph.inputs if v.type.ndim == 0 and v.type.weak}
+    lines = [f"// tracejit CUDA backend: {graph.name}", ops.PRELUDE.strip(), ""]
+    steps: list[Step] = []
+    for k, kern in enumerate(fuse(graph, fusible)):
+        names = [n.op for n in kern.nodes]
+        if kern.kind == "library":
+            steps.append(Step("library", "library", names, kern))
+            continue
+        emitter = _Emitter(kern, f"{prefix}kernel{k}", consts, scalars)
+        src, step = emitter.emit()
+        lines += src + [""]
+        steps.append(step)
+    return CudaModule("\n".join(lines), steps)
+
+
+def _where(node: Node) -> str:
+    return node.loc.short.replace("\\", "/") if node.loc else "?"
+
+
+def _literal(value, dtype: np.dtype) -> str:
+    """A C literal of ``dtype`` (exact: float32 values are printed from the float32)."""
+    x = np.asarray(value).astype(dtype).item()
+    if dtype.kind == "b":
+        return "true" if x else "false"
+    if dtype.kind == "i":
+        if x == np.iinfo(dtype).min:  # -2147483648 is unary minus applied to an overflow
+            return f"({x + 1}{'LL' if dtype.itemsize == 8 else ''} - 1)"
+        text = f"{x}{'LL' if dtype.itemsize == 8 else ''}"
+    else:
+        f32 = dtype == np.float32
+        if math.isnan(x):
+            return "TJ_NAN_F" if f32 else "TJ_NAN"
+        if math.isinf(x):
+            return ("" if x > 0 else "-") + ("TJ_INFINITY_F" if f32 else "TJ_INFINITY")
+        text = repr(float(np.float32(x))) + "f" if f32 else repr(x)
+    return f"({text})" if text.startswith("-") else text
+
+
+def _identity(node: Node) -> str:
+    dtype = node.out.type.dtype
+    fixed = {"sum": 0, "prod": 1, "any": False, "all": True}
+    if node.op in fixed:
+        return _literal(fixed[node.op], dtype)
+    big = node.op == "min"
+    if dtype.kind == "f":
+        return _literal(np.inf if big else -np.inf, dtype)
+    if dtype.kind == "i":
+        return _literal(np.iinfo(dtype).max if big else np.iinfo(dtype).min, dtype)
+    return _literal(big, dtype)
+
+
+def _cast(expr: str, src: np.dtype, dst: np.dtype) -> str:
+    return expr if src == dst else f"(({ops.ctype(dst)}){expr})"
+
+
+class _Emitter:
+    """Emits one loop kernel: its parameters, its loop structure and its launches."""
+
+    def __init__(self, kern: Kernel, name: str, consts: dict, scalars: set[Value]):
+        self.kern, self.name, self.consts = kern, name, consts
+        self.shape = kern.shape or (1,)  # a 0-d kernel runs as one element
+        self.nd = len(self.shape)
+        self.n = math.prod(self.shape)
+        self.I = index_ctype(self.n)
+        self.args: list[Arg] = []
+        self.ptr: dict[Value, str] = {}  # inputs read through pointers
+        self.byval: dict[Value, str] = {}  # Python scalars passed by value
+        self.out: dict[Value, str] = {}  # output pointers
+        for j, v in enumerate(kern.inputs):
+            T = ops.ctype(v.type.dtype)
+            if v in consts and v.type.ndim == 0:
+                continue  # inlined as a literal
+            if v in scalars:
+                self.byval[v] = f"s{j}"
+                self.args.append(Arg(f"s{j}", T, "scalar", v.type.dtype, (), v))
+            else:
+                self.ptr[v] = f"x{j}"
+                self.args.append(Arg(f"x{j}", f"const {T}* __restrict__", "input",
+                                     v.type.dtype, v.type.shape, v))
+        for v in kern.outputs:
+            j = next(i for i, n in enumerate(kern.nodes) if n.out is v)
+            self.out[v] = f"o{j}"
+            self.args.append(Arg(f"o{j}", f"{ops.ctype(v.type.dtype)}* __restrict__",
+                                 "output", v.type.dtype, v.type.shape, v))
+        self.phase = _phases(kern)
+        self.row_level = [n for n in kern.nodes if kern.is_row_level(n)]
+        self.local: dict[Value, str] = {}  # values held in variables in the current scope
+
+    # ------------------------------------------------------------------ values
+
+    def lit(self, n: int) -> str:
+        return f"{n}u" if self.I == "unsigned" else f"{n}ull"
+
+    def read(self, v: Value, dtype: np.dtype, idx: list[str], flat: str | None) -> str:
+        """``v`` as ``dtype`` at the multi-index ``idx`` (or flat index ``flat``)."""
+        if v in self.local:
+            return _cast(self.local[v], v.type.dtype, dtype)
+        if v in self.consts and v.type.ndim == 0:
+            return _literal(self.consts[v], dtype)
+        if v in self.byval:
+            return _cast(self.byval[v], v.type.dtype, dtype)
+        return _cast(f"{self.ptr[v]}[{self.offset(v.type.shape, idx, flat)}]",
+                     v.type.dtype, dtype)
+
+    def offset(self, arg_shape: tuple[int, ...], idx: list[str], flat: str | None) -> str:
+        """NumPy broadcasting: dimensions aligned on the right, a size-1 dimension at 0."""
+        if flat is not None and arg_shape == self.shape:
+            return flat
+        off = self.nd - len(arg_shape)
+        terms = []
+        for j, size in enumerate(arg_shape):
+            stride = math.prod(arg_shape[j + 1:])
+            if size == 1 or idx[off + j] == "0":
+                continue
+            terms.append(idx[off + j] + ("" if stride == 1 else f" * {self.lit(stride)}"))
+        return " + ".join(terms) or "0"
+
+    def expr(self, node: Node, idx: list[str], flat: str | None) -> str:
+        if node.op == "convert":
+            return self.read(node.inputs[0], node.out.type.dtype, idx, flat)
+        dts = loop_dtypes(node)
+        args = [self.read(v, dt, idx, flat) for v, dt in zip(node.inputs, dts, strict=False)]
+        text = ops.template(node.op, dts[:-1]).format(*args)
+        if node.op == "power" and dts[0].kind == "f" and node.inputs[1].type.ndim == 0:
+            # NumPy's power loop takes sqrt for a broadcast exponent of 0.5 (-0.0 -> -0.0,
+            # -inf -> nan, where pow gives +0.0 and +inf)
+            text = (f"({args[1]} == {_literal(0.5, dts[0])} ? "
+                    f"{ops.math_function('sqrt', dts[0])}({args[0]}) : {text})")
+        return text
+
+    def combine(self, node: Node, acc: str, v: str) -> str:
+        dt = node.out.type.dtype
+        return ops.template(ops.REDUCE_WITH[node.op], (dt, dt)).format(acc, v)
+
+    # ------------------------------------------------------------------ bodies
+
+    def compute(self, sinks: list[Node], idx: list[str], flat: str | None,
+                write: bool) -> list[str]:
+        """Statements computing ``sinks`` at one element (and the elementwise nodes they
+        need, recomputed per phase); reductions update their accumulators ``acc<n>``;
+        with ``write``, elementwise outputs are stored at ``flat``."""
+        lines: list[str] = []
+        saved = dict(self.local)
+        for n, node in enumerate(self.kern.nodes):
+            if node.out in self.local or node in self.row_level or \
+                    not _needed(node, sinks, self.kern):
+                continue
+            where = f"  // {node.op}, {_where(node)}"
+            if node.op in LOOP_REDUCTIONS:
+                dt = node.out.type.dtype
+                v = self.read(node.inputs[0], dt, idx, flat)
+                lines.append(f"acc{n} = {self.combine(node, f'acc{n}', v)};{where}")
+                continue
+            T = ops.ctype(node.out.type.dtype)
+            lines.append(f"const {T} v{n} = {self.expr(node, idx, flat)};{where}")
+            self.local[node.out] = f"v{n}"
+            if write and node.out in self.out:
+                lines.append(f"{self.out[node.out]}[{flat}] = v{n};")
+        self.local = saved
+        return lines
+
+    def unravel(self, body: list[str], flat: str, dims: list[int]) -> list[str]:
+        """``i<d> = ...`` for the dimensions ``dims`` of ``flat`` that ``body`` uses."""
+        text = "\n".join(body)
+        lines = []
+        sizes = [self.shape[d] for d in dims]
+        for k, d in enumerate(dims):
+            if not re.search(rf"\bi{d}\b", text):
+                continue
+            stride = math.prod(sizes[k + 1:])
+            e = flat if stride == 1 else f"{flat} / {self.lit(stride)}"
+            if k > 0:
+                e = f"{e if stride == 1 else f'({e})'} % {self.lit(sizes[k])}"
+            lines.append(f"const {self.I} i{d} = {e};")
+        return lines
+
+    def group_reduce(self, reds: list[Node], group: str) -> list[str]:
+        """Combine every thread's ``acc<n>`` over a warp (``group == "warp"``) or the
+        block; afterwards every thread of the group holds the result."""
+        lines = []
+        for n, node in reds:
+            lines.append(f"for (int o = 16; o > 0; o >>= 1) "
+                         f"acc{n} = {self.combine(node, f'acc{n}', f'tj_shfl_down(acc{n}, o)')};")
+        if group == "warp":
+            return lines + [f"acc{n} = tj_shfl_first(acc{n});  // every lane gets the result"
+                            for n, _ in reds]
+        nw = "NWARPS"
+        lines.append("if (lane == 0) {  // one value per warp into shared memory")
+        lines += [f"  sh{n}[warp] = acc{n};" for n, _ in reds]
+        lines += ["}", "__syncthreads();", "if (warp == 0) {  // the first warp combines them"]
+        for n, node in reds:
+            lines += [f"  acc{n} = lane < {nw} ? sh{n}[lane] : {_identity(node)};",
+                      f"  for (int o = 16; o > 0; o >>= 1) "
+                      f"acc{n} = {self.combine(node, f'acc{n}', f'tj_shfl_down(acc{n}, o)')};",
+                      f"  if (lane == 0) sh{n}[{nw}] = acc{n};"]
+        lines += ["}", "__syncthreads();"]
+        lines += [f"acc{n} = sh{n}[{nw}];" for n, _ in reds]
+        return lines
+
+    def row_values(self, p: int, idx: list[str], guard: str | None) -> list[str]:
+        """Per-row nodes of phase ``p``, from the phases before, and their outputs."""
+        lines = []
+        for n, node in enumerate(self.kern.nodes):
+            if node in self.row_level and self.phase[node.out] == p:
+                T = ops.ctype(node.out.type.dtype)
+                lines.append(f"const {T} v{n} = {self.expr(node, idx, None)};"
+                             f"  // {node.op} (per row), {_where(node)}")
+                self.local[node.out] = f"v{n}"
+                if node.out in self.out:
+                    lines.append(_guarded(guard, f"{self.out[node.out]}[row] = v{n};"))
+        return lines
+
+    def finish_reductions(self, reds: list[tuple[int, Node]], guard: str | None) -> list[str]:
+        lines = []
+        for n, node in reds:
+            self.local[node.out] = f"acc{n}"
+            if node.out in self.out:
+                lines.append(_guarded(guard, f"{self.out[node.out]}[row] = acc{n};"))
+        return lines
+
+    def sinks(self, p: int) -> list[Node]:
+        return [n for n in self.kern.nodes if self.phase[n.out] == p and
+                n not in self.row_level and (n.op in LOOP_REDUCTIONS or n.out in self.out)]
+
+    def accumulators(self, reds: list[tuple[int, Node]]) -> list[str]:
+        return [f"{ops.ctype(node.out.type.dtype)} acc{n} = {_identity(node)};  // {node.op}"
+                for n, node in reds]
+
+    def numbered(self, nodes: list[Node]) -> list[tuple[int, Node]]:
+        return [(self.kern.nodes.index(n), n) for n in nodes if n.op in LOOP_REDUCTIONS]
+
+    # ------------------------------------------------------------------ forms
+
+    def emit(self) -> tuple[list[str], Step]:
+        kern = self.kern
+        reds = kern.reductions
+        rows = kern.rows or (kern.row_axes() if reds else None)
+        late = any(self.phase[n.out] > 0 for n in kern.nodes if n not in self.row_level)
+        if not reds:
+            form, body, launches = "map", *self.emit_map()
+        elif rows == tuple(range(self.nd)) and kern.shape and not late:
+            form, body, launches = "full", *self.emit_full()
+        elif rows:
+            form, body, launches = "rows", *self.emit_rows(rows)
+        else:
+            form, body, launches = "columns", *self.emit_columns()
+        where = _where(kern.nodes[0])
+        head = [f"// {self.name}: {form} kernel over {list(kern.shape)} "
+                f"({', '.join(n.op for n in kern.nodes)}), {where}",
+                f"// {self.n} elements: {'32' if self.I == 'unsigned' else '64'}-bit indices"]
+        return head + body, Step("loop", form, [n.op for n in kern.nodes], kern, launches,
+                                 self.I)
+
+    def signature(self, name: str, block: int, args: list[Arg]) -> str:
+        params = ", ".join(f"{a.ctype} {a.name}" for a in args)
+        return f'extern "C" __global__ void __launch_bounds__({block}) {name}({params}) {{'
+
+    def grid_stride(self, var: str, n: int) -> str:
+        t = self.I
+        return (f"for ({t} {var} = ({t})blockIdx.x * blockDim.x + threadIdx.x; "
+                f"{var} < {self.lit(n)}; {var} += ({t})blockDim.x * gridDim.x) {{")
+
+    def loop(self, header: str, count: int, body: list[str], indent: int) -> list[str]:
+        """``header`` (a for statement opening a brace) around ``body``; nothing for an
+        empty range (nvcc rejects ``i < 0u`` as a pointless comparison)."""
+        if count == 0:
+            return [" " * indent + "// empty: no iterations"]
+        return [" " * indent + header.lstrip()] + _indent(body, indent + 2) + [" " * indent + "}"]
+
+    def element_idx(self) -> list[str]:
+        return [f"i{d}" for d in range(self.nd)]
+
+    def emit_map(self) -> tuple[list[str], list[Launch]]:
+        body = self.compute(self.sinks(0), self.element_idx(), "i", True)
+        src = [self.signature(self.name, BLOCK, self.args)]
+        src += self.loop("  " + self.grid_stride("i", self.n), self.n,
+                         self.unravel(body, "i", list(range(self.nd))) + body, 2) + ["}"]
+        return src, [Launch(self.name, grid_for(self.n), BLOCK, self.args)]
+
+    def emit_full(self) -> tuple[list[str], list[Launch]]:
+        """Stage 1 reduces a share of the elements per block; stage 2 (one block) combines
+        the blocks' partials in block order, then computes the per-row values."""
+        reds = self.numbered(self.kern.reductions)
+        nblocks = grid_for(self.n, BLOCK, MAX_PARTIALS)
+        args = list(self.args)
+        if nblocks > 1:
+            args += [Arg(f"p{n}", f"{ops.ctype(node.out.type.dtype)}* __restrict__", "scratch",
+                         node.out.type.dtype, (nblocks,)) for n, node in reds]
+        shared = [f"  __shared__ {ops.ctype(node.out.type.dtype)} sh{n}[NWARPS + 1];"
+                  for n, node in reds]
+        ids = ["  const unsigned lane = threadIdx.x % 32u, warp = threadIdx.x / 32u;"]
+        zero = ["0"] * self.nd
+
+        def finish() -> list[str]:
+            lines = self.finish_reductions(reds, None)
+            for p in range(max(self.phase.values()) + 1):
+                lines += self.row_values(p, zero, None)
+            return ["const unsigned row = 0;"] + lines if "row" in "".join(lines) else lines
+
+        body = self.compute(self.sinks(0), self.element_idx(), "i", True)
+        src = [self.signature(self.name, BLOCK, args), f"#define NWARPS {BLOCK // WARP}"]
+        src += shared + ids + _indent(self.accumulators(reds), 2)
+        src += self.loop("  " + self.grid_stride("i", self.n), self.n,
+                         self.unravel(body, "i", list(range(self.nd))) + body, 2)
+        src += _indent(self.group_reduce(reds, "block"), 2)
+        if nblocks == 1:
+            src += ["  if (threadIdx.x == 0) {  // one block: the result is final"]
+            src += _indent(finish(), 4)
+        else:
+            src += ["  if (threadIdx.x == 0) {  // this block's partial results"]
+            src += [f"    p{n}[blockIdx.x] = acc{n};" for n, _ in reds]
+        src += ["  }", "#undef NWARPS", "}"]
+        launches = [Launch(self.name, nblocks, BLOCK, args)]
+        if nblocks == 1:
+            return src, launches
+        combine = f"{self.name}_combine"
+        self.local = {}
+        src += ["", f"// {combine}: combines the {nblocks} partial results of {self.name}",
+                self.signature(combine, BLOCK, args), f"#define NWARPS {BLOCK // WARP}"]
+        src += shared + ids + _indent(self.accumulators(reds), 2)
+        src += [f"  for (unsigned b = threadIdx.x; b < {nblocks}u; b += blockDim.x) {{"]
+        src += [f"    acc{n} = {self.combine(node, f'acc{n}', f'p{n}[b]')};" for n, node in reds]
+        src += ["  }"] + _indent(self.group_reduce(reds, "block"), 2)
+        src += ["  if (threadIdx.x == 0) {"] + _indent(finish(), 4)
+        src += ["  }", "#undef NWARPS", "}"]
+        return src, launches + [Launch(combine, 1, BLOCK, args)]
+
+    def emit_rows(self, rows: tuple[int, ...]) -> tuple[list[str], list[Launch]]:
+        lead = [d for d in range(self.nd) if d not in rows]
+        nrows = math.prod(self.shape[d] for d in lead)
+        length = math.prod(self.shape[d] for d in rows)
+        group, block, grid = row_plan(nrows, length)
+        per_block = block // WARP if group == "warp" else 1
+        src = [self.signature(self.name, block, self.args)]
+        if group == "warp":
+            src += [f"  // one warp per row: {nrows} rows of {length}, {per_block} per block",
+                    f"  for ({self.I} row = ({self.I})blockIdx.x * {per_block}u + "
+                    f"threadIdx.x / 32u; row < {self.lit(nrows)}; "
+                    f"row += ({self.I})gridDim.x * {per_block}u) {{"]
+            t, g = "lane", "32u"
+        else:
+            src += [f"  // one block per row: {nrows} rows of {length}",
+                    f"#define NWARPS {block // WARP}",
+                    "  const unsigned lane = threadIdx.x % 32u, warp = threadIdx.x / 32u;"]
+            src += [f"  __shared__ {ops.ctype(n.out.type.dtype)} sh{i}[NWARPS + 1];"
+                    for i, n in self.numbered(self.kern.reductions)]
+            src += [f"  for ({self.I} row = blockIdx.x; row < {self.lit(nrows)}; "
+                    f"row += gridDim.x) {{"]
+            t, g = "threadIdx.x", "blockDim.x"
+        lane_at = len(src) - 1
+        row_idx = ["0" if d in rows else f"r{d}" for d in range(self.nd)]
+        inner: list[str] = []
+        for p in range(max(self.phase.values()) + 1):
+            inner += self.row_values(p, row_idx, f"{t} == 0")
+            sinks = self.sinks(p)
+            if not sinks:
+                continue
+            reds = self.numbered(sinks)
+            inner.append(f"// phase {p}: " + ", ".join(n.op for n in sinks))
+            body = self.compute(sinks, self.element_idx(), "i", True)
+            pre = self.unravel(body, "i", list(range(self.nd)))
+            inner += self.accumulators(reds)
+            if re.search(r"\bi\b", "\n".join(pre + body)):
+                pre.insert(0, f"const {self.I} i = row * {self.lit(length)} + j;")
+            inner += self.loop(f"for ({self.I} j = {t}; j < {self.lit(length)}; j += {g}) {{",
+                               length, pre + body, 0)
+            inner += self.group_reduce(reds, group) + self.finish_reductions(reds, f"{t} == 0")
+        text = "\n".join(inner)
+        if group == "warp" and re.search(r"\blane\b", text):
+            src.insert(lane_at, "  const unsigned lane = threadIdx.x % 32u;")
+        sizes = [self.shape[d] for d in lead]
+        for k, d in enumerate(lead):  # the row's own multi-index, where per-row nodes use it
+            if re.search(rf"\br{d}\b", text):
+                stride = math.prod(sizes[k + 1:])
+                e = "row" if stride == 1 else f"row / {self.lit(stride)}"
+                e = e if k == 0 else f"({e}) % {self.lit(sizes[k])}"
+                src.append(f"    const {self.I} r{d} = {e};")
+        src += _indent(inner, 4) + ["  }"]
+        src += ["#undef NWARPS", "}"] if group == "block" else ["}"]
+        return src, [Launch(self.name, grid, block, self.args)]
+
+    def emit_columns(self) -> tuple[list[str], list[Launch]]:
+        """One grid-stride loop per set of reduced axes: each thread accumulates one
+        result over the reduced axes; then a map loop for elementwise outputs."""
+        groups: dict[tuple[int, ...], list[Node]] = {}
+        for node in self.kern.reductions:
+            groups.setdefault(node.attrs["axis"] if node.inputs[0].type.ndim else (), []).append(
+                node)
+        src = [self.signature(self.name, BLOCK, self.args)]
+        most = 0
+        for axes, nodes in groups.items():
+            kept = [d for d in range(self.nd) if d not in axes]
+            outer = math.prod(self.shape[d] for d in kept)
+            inner = math.prod(self.shape[d] for d in axes)
+            most = max(most, outer)
+            reds = self.numbered(nodes)
+            body = self.compute(nodes, self.element_idx(), None, False)
+            pre = self.unravel(body, "q", kept) + self.unravel(body, "r", list(axes))
+            section = self.accumulators(reds)
+            section += self.loop(f"for ({self.I} r = 0; r < {self.lit(inner)}; ++r) {{", inner,
+                                 pre + body, 0)
+            section += [f"{self.out[n.out]}[q] = acc{i};" for i, n in reds if n.out in self.out]
+            src.append(f"  // reduce axes {list(axes)}: {outer} results of {inner} elements")
+            src += self.loop("  " + self.grid_stride("q", outer), outer, section, 2)
+        maps = [n for n in self.kern.nodes if n.op not in LOOP_REDUCTIONS and n.out in self.out]
+        if maps:
+            most = max(most, self.n)
+            body = self.compute(maps, self.element_idx(), "i", True)
+            src.append("  // elementwise outputs")
+            src += self.loop("  " + self.grid_stride("i", self.n), self.n,
+                             self.unravel(body, "i", list(range(self.nd))) + body, 2)
+        src.append("}")
+        return src, [Launch(self.name, grid_for(most), BLOCK, self.args)]
+
+
+def _guarded(guard: str | None, statement: str) -> str:
+    """``statement`` for one thread of the group (``guard``), or as is."""
+    return statement if guard is None else f"if ({guard}) {statement}"
+
+
+def _indent(lines: list[str], n: int) -> list[str]:
+    return [line if line.startswith("#") else " " * n + line for line in lines]
+
+
+def _is_reduction(v: Value, kern: Kernel) -> bool:
+    return any(n.out is v and n.op in LOOP_REDUCTIONS for n in kern.nodes)
+
+
+def _phases(kern: Kernel) -> dict[Value, int]:
+    """Phase of each node: one more than any reduction of this kernel it depends on."""
+    phase: dict[Value, int] = {}
+    for node in kern.nodes:
+        p = 0
+        for v in node.inputs:
+            if v in phase:
+                p = max(p, phase[v] + (1 if _is_reduction(v, kern) else 0))
+        phase[node.out] = p
+    return phase
+
+
+def _needed(node: Node, sinks: list[Node], kern: Kernel) -> bool:
+    """Whether ``node`` is one of ``sinks`` or an elementwise node they depend on."""
+    want = {n.out for n in sinks}
+    for n in reversed(kern.nodes):
+        if n.out in want and not (n not in sinks and n.op in LOOP_REDUCTIONS):
+            want.update(n.inputs)
+    return node.out in want and (node in sinks or node.op not in LOOP_REDUCTIONS)

@@ -1,0 +1,249 @@
+"""The CUDA backend's op table: each loop-fusible op as a CUDA C expression template.
+
+``{0}``, ``{1}``, ... are the operands, already cast to the op's loop dtypes (NumPy's
+``ufunc.resolve_dtypes``); ``{T}`` is the C type of those loop dtypes and ``{U}`` its
+unsigned counterpart (integer arithmetic wraps in unsigned: signed overflow is undefined
+in C, NumPy wraps). The emitter converts the result to the IR dtype. An op/dtype
+combination absent here (``template`` returns None) is not fused, so this table only
+claims what it computes as NumPy does. float32 math calls the f-suffixed functions of
+CUDA's math library, so nothing silently computes in double. Ops whose NumPy semantics
+take more than an expression call the ``tj_*`` helpers of ``PRELUDE``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# C types of the dtypes the CUDA backend computes with (bool is one byte, as in NumPy).
+CTYPES = {
+    np.dtype(np.bool_): "bool",
+    np.dtype(np.int32): "int",
+    np.dtype(np.int64): "long long",
+    np.dtype(np.float32): "float",
+    np.dtype(np.float64): "double",
+}
+UNSIGNED = {"int": "unsigned", "long long": "unsigned long long"}
+
+PRELUDE = r"""
+#ifndef TRACEJIT_CUDA_PRELUDE
+#define TRACEJIT_CUDA_PRELUDE
+// tracejit CUDA prelude: NumPy semantics that take more than one expression.
+#define TJ_INFINITY_F __int_as_float(0x7f800000)
+#define TJ_NAN_F __int_as_float(0x7fc00000)
+#define TJ_INFINITY __longlong_as_double(0x7ff0000000000000LL)
+#define TJ_NAN __longlong_as_double(0x7ff8000000000000LL)
+
+// np.maximum / np.minimum: a NaN operand propagates; a tie returns the second operand.
+template <typename T> __device__ __forceinline__ T tj_maximum(T a, T b) {
+  return (a > b || a != a) ? a : b;
+}
+template <typename T> __device__ __forceinline__ T tj_minimum(T a, T b) {
+  return (a < b || a != a) ? a : b;
+}
+// np.fmax / np.fmin: a NaN operand is ignored; a tie returns the negative zero if any.
+template <typename T> __device__ __forceinline__ T tj_fmax(T a, T b) {
+  if (a != a) return b;
+  if (a > b || b != b) return a;
+  if (a < b) return b;
+  return signbit(a) ? a : b;
+}
+template <typename T> __device__ __forceinline__ T tj_fmin(T a, T b) {
+  if (a != a) return b;
+  if (a < b || b != b) return a;
+  if (a > b) return b;
+  return signbit(a) ? a : b;
+}
+// np.sign of a float: NaN stays NaN, zeros give +0.
+template <typename T> __device__ __forceinline__ T tj_sign(T x) {
+  return x > (T)0 ? (T)1 : (x < (T)0 ? (T)-1 : (x == (T)0 ? (T)0 : x));
+}
+
+// Integer floor division and remainder with Python's signs. Division by zero gives 0
+// (NumPy warns); MIN // -1 wraps to MIN and MIN % -1 is 0, as in NumPy.
+template <typename T> __device__ __forceinline__ T tj_floor_divide_int(T a, T b) {
+  if (b == 0) return 0;
+  if (b == -1) return (T)(0ull - (unsigned long long)a);  // wraps like NumPy
+  T q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+template <typename T> __device__ __forceinline__ T tj_remainder_int(T a, T b) {
+  if (b == 0 || b == -1) return 0;
+  T r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+// np.left_shift / np.right_shift: a shift by the width or more (or by a negative amount)
+// gives 0, or -1 for a negative number shifted right.
+__device__ __forceinline__ int tj_left_shift(int a, int b) {
+  return (unsigned)b < 32u ? (int)((unsigned)a << b) : 0;
+}
+__device__ __forceinline__ long long tj_left_shift(long long a, long long b) {
+  return (unsigned long long)b < 64ull ? (long long)((unsigned long long)a << b) : 0LL;
+}
+__device__ __forceinline__ int tj_right_shift(int a, int b) {
+  return (unsigned)b < 32u ? a >> b : (a < 0 ? -1 : 0);
+}
+__device__ __forceinline__ long long tj_right_shift(long long a, long long b) {
+  return (unsigned long long)b < 64ull ? a >> b : (a < 0 ? -1LL : 0LL);
+}
+
+// Float floor division and remainder as NumPy's npy_divmod computes them.
+__device__ __forceinline__ float tj_floor_divide(float a, float b) {
+  if (b == 0.0f) return a / b;
+  float mod = fmodf(a, b);
+  float div = (a - mod) / b;
+  if (mod != 0.0f && ((b < 0.0f) != (mod < 0.0f))) div -= 1.0f;
+  if (div == 0.0f) return copysignf(0.0f, a / b);
+  float fl = floorf(div);
+  return div - fl > 0.5f ? fl + 1.0f : fl;
+}
+__device__ __forceinline__ double tj_floor_divide(double a, double b) {
+  if (b == 0.0) return a / b;
+  double mod = fmod(a, b);
+  double div = (a - mod) / b;
+  if (mod != 0.0 && ((b < 0.0) != (mod < 0.0))) div -= 1.0;
+  if (div == 0.0) return copysign(0.0, a / b);
+  double fl = floor(div);
+  return div - fl > 0.5 ? fl + 1.0 : fl;
+}
+__device__ __forceinline__ float tj_remainder(float a, float b) {
+  float mod = fmodf(a, b);
+  if (b == 0.0f) return mod;
+  if (mod == 0.0f) return copysignf(0.0f, b);
+  return ((b < 0.0f) != (mod < 0.0f)) ? mod + b : mod;
+}
+__device__ __forceinline__ double tj_remainder(double a, double b) {
+  double mod = fmod(a, b);
+  if (b == 0.0) return mod;
+  if (mod == 0.0) return copysign(0.0, b);
+  return ((b < 0.0) != (mod < 0.0)) ? mod + b : mod;
+}
+// np.logaddexp as npy_logaddexp: equal arguments (infinities included) give x + log 2.
+__device__ __forceinline__ float tj_logaddexp(float x, float y) {
+  if (x == y) return x + 0.693147180559945309f;
+  float d = x - y;
+  if (d > 0.0f) return x + log1pf(expf(-d));
+  if (d <= 0.0f) return y + log1pf(expf(d));
+  return d;  // NaN
+}
+__device__ __forceinline__ double tj_logaddexp(double x, double y) {
+  if (x == y) return x + 0.693147180559945309;
+  double d = x - y;
+  if (d > 0.0) return x + log1p(exp(-d));
+  if (d <= 0.0) return y + log1p(exp(d));
+  return d;  // NaN
+}
+
+// Warp shuffles (bool travels as int).
+template <typename T> __device__ __forceinline__ T tj_shfl_down(T v, int offset) {
+  return __shfl_down_sync(0xffffffffu, v, offset);
+}
+__device__ __forceinline__ bool tj_shfl_down(bool v, int offset) {
+  return __shfl_down_sync(0xffffffffu, (int)v, offset) != 0;
+}
+template <typename T> __device__ __forceinline__ T tj_shfl_first(T v) {
+  return __shfl_sync(0xffffffffu, v, 0);
+}
+__device__ __forceinline__ bool tj_shfl_first(bool v) {
+  return __shfl_sync(0xffffffffu, (int)v, 0) != 0;
+}
+#endif  // TRACEJIT_CUDA_PRELUDE
+"""
+
+_CLIP = "tj_minimum(tj_maximum({0}, {1}), {2})"
+
+# Every dtype: comparisons, logical ops, where, clip.
+_ANY = {
+    "equal": "({0} == {1})", "not_equal": "({0} != {1})", "less": "({0} < {1})",
+    "less_equal": "({0} <= {1})", "greater": "({0} > {1})", "greater_equal": "({0} >= {1})",
+    "logical_and": "(({0} != 0) && ({1} != 0))", "logical_or": "(({0} != 0) || ({1} != 0))",
+    "logical_xor": "(({0} != 0) != ({1} != 0))", "logical_not": "({0} == 0)",
+    "where": "({0} ? {1} : {2})", "clip": _CLIP,
+}
+# bool arithmetic is logic: + is or, * is and.
+_BOOL = {
+    "add": "({0} || {1})", "multiply": "({0} && {1})", "absolute": "({0})",
+    "maximum": "({0} || {1})", "minimum": "({0} && {1})",
+    "fmax": "({0} || {1})", "fmin": "({0} && {1})",
+    "bitwise_and": "({0} && {1})", "bitwise_or": "({0} || {1})",
+    "bitwise_xor": "({0} != {1})", "invert": "(!{0})",
+    "floor": "({0})", "ceil": "({0})", "trunc": "({0})",
+    "isnan": "false", "isinf": "false", "isfinite": "true",
+}
+_INT = {
+    "add": "(({T})(({U}){0} + ({U}){1}))", "subtract": "(({T})(({U}){0} - ({U}){1}))",
+    "multiply": "(({T})(({U}){0} * ({U}){1}))", "negative": "(({T})(({U})0 - ({U}){0}))",
+    "positive": "({0})", "absolute": "({0} < 0 ? ({T})(({U})0 - ({U}){0}) : {0})",
+    "square": "(({T})(({U}){0} * ({U}){0}))", "sign": "(({T})(({0} > 0) - ({0} < 0)))",
+    "floor_divide": "tj_floor_divide_int({0}, {1})", "remainder": "tj_remainder_int({0}, {1})",
+    "maximum": "tj_maximum({0}, {1})", "minimum": "tj_minimum({0}, {1})",
+    "fmax": "tj_maximum({0}, {1})", "fmin": "tj_minimum({0}, {1})",
+    "bitwise_and": "({0} & {1})", "bitwise_or": "({0} | {1})", "bitwise_xor": "({0} ^ {1})",
+    "invert": "(~{0})", "left_shift": "tj_left_shift({0}, {1})",
+    "right_shift": "tj_right_shift({0}, {1})",
+    "floor": "({0})", "ceil": "({0})", "trunc": "({0})",
+    "isnan": "false", "isinf": "false", "isfinite": "true",
+}
+_FLOAT = {
+    "add": "({0} + {1})", "subtract": "({0} - {1})", "multiply": "({0} * {1})",
+    "true_divide": "({0} / {1})", "negative": "(-{0})", "positive": "(+{0})",
+    "square": "({0} * {0})", "reciprocal": "(({T})1 / {0})", "sign": "tj_sign({0})",
+    "floor_divide": "tj_floor_divide({0}, {1})", "remainder": "tj_remainder({0}, {1})",
+    "maximum": "tj_maximum({0}, {1})", "minimum": "tj_minimum({0}, {1})",
+    "fmax": "tj_fmax({0}, {1})", "fmin": "tj_fmin({0}, {1})",
+    "logaddexp": "tj_logaddexp({0}, {1})",
+    "isnan": "isnan({0})", "isinf": "isinf({0})", "isfinite": "isfinite({0})",
+}
+# NumPy name -> CUDA math library name (the float32 version adds an "f").
+MATH = {
+    "absolute": "fabs", "exp": "exp", "exp2": "exp2", "expm1": "expm1", "log": "log",
+    "log2": "log2", "log10": "log10", "log1p": "log1p", "sqrt": "sqrt", "cbrt": "cbrt",
+    "sin": "sin", "cos": "cos", "tan": "tan", "arcsin": "asin", "arccos": "acos",
+    "arctan": "atan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh", "arcsinh": "asinh",
+    "arccosh": "acosh", "arctanh": "atanh", "floor": "floor", "ceil": "ceil",
+    "trunc": "trunc", "rint": "rint", "arctan2": "atan2", "hypot": "hypot", "power": "pow",
+}
+_BINARY_MATH = {"arctan2", "hypot", "power"}
+
+
+def math_function(op: str, dtype: np.dtype) -> str:
+    """``expf`` for float32, ``exp`` for float64."""
+    return MATH[op] + ("f" if dtype == np.float32 else "")
+
+
+# A reduction accumulates with the binary op of this table, in its output dtype.
+REDUCE_WITH = {"sum": "add", "prod": "multiply", "max": "maximum", "min": "minimum",
+               "any": "logical_or", "all": "logical_and"}
+
+
+def ops() -> set[str]:
+    """Every op this table has a template for, for at least one dtype."""
+    return set(_ANY) | set(_BOOL) | set(_INT) | set(_FLOAT) | set(MATH)
+
+
+def ctype(dtype: np.dtype) -> str | None:
+    return CTYPES.get(np.dtype(dtype))
+
+
+def template(op: str, loop_dtypes: tuple[np.dtype, ...]) -> str | None:
+    """The expression for ``op`` computed in ``loop_dtypes``, or None when not supported.
+    ``where`` gets (bool, T, T); the other ops compute in one dtype."""
+    if not loop_dtypes or any(ctype(d) is None for d in loop_dtypes):
+        return None
+    main = loop_dtypes[-1] if op == "where" else loop_dtypes[0]
+    if op != "where" and len(set(loop_dtypes)) != 1:
+        return None
+    kind = main.kind
+    text = _ANY.get(op)
+    if text is None and kind == "b":
+        text = _BOOL.get(op)
+    elif text is None and kind == "i":
+        text = _INT.get(op)
+    elif text is None and kind == "f":
+        text = _FLOAT.get(op)
+        if text is None and op in MATH:
+            args = ", ".join(f"{{{i}}}" for i in range(2 if op in _BINARY_MATH else 1))
+            text = f"{math_function(op, main)}({args})"
+    if text is None:
+        return None
+    T = ctype(main)
+    return text.format("{0}", "{1}", "{2}", T=T, U=UNSIGNED.get(T, T))
