@@ -256,3 +256,10 @@ def test_unexpected_struct_layout_is_refused(monkeypatch):
     monkeypatch.setattr(native, "ARRAY_DATA", native.ARRAY_DATA + 8)
     with pytest.raises(BackendUnavailable, match="struct offsets"):
         native.configure.__wrapped__()
+
+
+def test_small_matmul_of_a_value_the_same_kernel_computes():
+    """A small-K matmul reads its operands whole, so it cannot join the kernel that computes
+    one of them (found by hypothesis: ``ravel(x // x) @ ravel(x // x)`` on a [1, 1] input)."""
+    check(lambda x: np.ravel(x // x) @ np.ravel(x // x), np.array([[3.0]], np.float32))
+    check(lambda x: (x * 2) @ (x.T * 3), RNG.standard_normal((5, 3)).astype(np.float32))

@@ -129,12 +129,16 @@ def _joins_as_row_level(node: Node, kern: Kernel, k: int, home: dict[Value, int]
 
 def _can_join(node: Node, kern: Kernel, k: int, home: dict[Value, int],
               reduced: set[Value]) -> bool:
-    """Inputs must be ready before kernel k runs, or computed inside it; a reduced value
-    only in a row kernel (all its reductions over the same trailing axes)."""
+    """Inputs must be ready before kernel k runs, or computed inside it (not for a
+    contraction); a reduced value only in a row kernel (all its reductions over the same
+    trailing axes)."""
     if node.op in LOOP_REDUCTIONS and kern.rows is not None:
         return node.attrs["axis"] == kern.rows
+    contraction = REGISTRY[node.op].kind is Kind.CONTRACTION
     for v in node.inputs:
         src = home.get(v)
+        if src is not None and src == k and contraction:
+            return False  # a contraction reads its operands whole: they must exist already
         if src is None or src < k or (src == k and v not in reduced):
             continue
         if src == k and kern.row_axes() is not None:
