@@ -97,7 +97,9 @@ def main() -> None:
     }
     print(f"tracejit {tracejit.__version__} | numpy {np.__version__} | "
           f"Python {platform.python_version()} | {platform.machine()}, {os.cpu_count()} cores")
-    print("devices: cpu (no CUDA backend in this version, so everything runs on the CPU)")
+    found = ", ".join(str(d) for d in tracejit.devices())
+    print(f"devices: {found} (the CUDA backend cannot launch its kernels yet: all runs on the "
+          "CPU)")
     print("workload: two-moons net loss and gradient step, X f32[5000,2] -> 1000 tanh -> 2")
     for backend in args.backend or tracejit.available_backends():
         run_backend(backend, params, X, y, args.show)

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from . import profiler
+from . import profiler, targets
 from .backends import get_backend
-from .errors import InvalidArgument, TracejitError
+from .errors import BackendUnavailable, InvalidArgument, TracejitError
 from .ir import Graph, TensorType
 from .ir.types import WEAK_DEFAULT
 from .passes import run_pipeline
@@ -108,11 +108,15 @@ def _bad_leaf(leaf, name: str) -> InvalidArgument:
 class JitFunction:
     """A function compiled per signature. Create with :func:`jit`."""
 
-    def __init__(self, fn, static_argnums=(), static_argnames=(), backend: str | None = None):
+    def __init__(self, fn, static_argnums=(), static_argnames=(), backend: str | None = None,
+                 device=None):
         functools.update_wrapper(self, fn)
         self._fn = fn
         self._backend = backend or default_backend()
         get_backend(self._backend)  # fail early on a misspelt backend
+        self._device = None if device is None else targets.parse(device)
+        if self._device is not None and self._device.kind != "cpu":
+            targets.gpu_requested = True
         nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
         names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
         try:
@@ -137,7 +141,7 @@ class JitFunction:
 
     # ------------------------------------------------------------ calling
     def __call__(self, *args, **kwargs):
-        if not kwargs and not _PROFILES:
+        if not kwargs and not _PROFILES and not targets.gpu_requested:
             key = []
             for a in args:
                 if type(a) is not _ndarray:
@@ -208,6 +212,8 @@ class JitFunction:
             ) from None
 
     def _call(self, args, kwargs, bound):
+        if targets.gpu_requested:
+            _check_device(self._device or targets.default_device())
         key, split, leaves, tree = self._signature(args, kwargs, bound)
         if key is None:  # called on Tracers from an enclosing trace: inline the function
             return self._fn(*args, **kwargs)
@@ -371,6 +377,18 @@ def _plain_tree(n: int):
 _ndarray = np.ndarray
 
 
+def _check_device(dev: targets.Device) -> None:
+    """Jitted code runs on the CPU only, until the CUDA backend has a runner: asking for a
+    GPU raises rather than silently computing on the CPU."""
+    if dev.kind != "cpu":
+        targets.check_available(dev)
+        raise BackendUnavailable(
+            f"jit cannot run on {dev} yet: the CUDA backend generates its kernels "
+            "(tracejit.backends.cuda) but cannot launch them in this version",
+            hint="call the function outside tj.device('cuda') blocks (or with "
+            "device='cpu'); tj.to_host(x) brings GPU arrays back")
+
+
 def _finish(out):
     """0-d results come back as NumPy scalars, as NumPy's own reductions return them."""
     if type(out) is np.ndarray:
@@ -423,9 +441,12 @@ def jit(
     static_argnums: int | tuple[int, ...] = (),
     static_argnames: str | tuple[str, ...] = (),
     backend: str | None = None,
+    device=None,
 ):
-    """Compile ``fn`` per signature. Usable as ``@jit`` or ``@jit(static_argnums=...)``."""
+    """Compile ``fn`` per signature. Usable as ``@jit`` or ``@jit(static_argnums=...)``.
+    ``device`` (``"cpu"``, ``"cuda:N"``) overrides the ``tj.device`` block of the call."""
     if fn is None:
         return functools.partial(jit, static_argnums=static_argnums,
-                                 static_argnames=static_argnames, backend=backend)
-    return JitFunction(fn, static_argnums, static_argnames, backend)
+                                 static_argnames=static_argnames, backend=backend,
+                                 device=device)
+    return JitFunction(fn, static_argnums, static_argnames, backend, device)
