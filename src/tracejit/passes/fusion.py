@@ -158,3 +158,31 @@ def _wire(graph: Graph, kernels: list[Kernel], home: dict[Value, int]) -> None:
                         kern.inputs.append(v)
     for kern in kernels:
         kern.outputs = [n.out for n in kern.nodes if n.out in needed_outside]
+
+
+def is_reduction(v: Value, kern: Kernel) -> bool:
+    """Whether ``v`` is the result of one of ``kern``'s reductions."""
+    return any(n.out is v and n.op in LOOP_REDUCTIONS for n in kern.nodes)
+
+
+def phases(kern: Kernel) -> dict[Value, int]:
+    """Phase of each node of a row kernel: one more than any reduction of the kernel it
+    depends on (a backend runs the phases one after another per row)."""
+    phase: dict[Value, int] = {}
+    for node in kern.nodes:
+        p = 0
+        for v in node.inputs:
+            if v in phase:
+                p = max(p, phase[v] + (1 if is_reduction(v, kern) else 0))
+        phase[node.out] = p
+    return phase
+
+
+def needed(node: Node, sinks: list[Node], kern: Kernel) -> bool:
+    """Whether ``node`` is one of ``sinks`` or an elementwise node they depend on (what a
+    phase computing ``sinks`` must recompute)."""
+    want = {n.out for n in sinks}
+    for n in reversed(kern.nodes):
+        if n.out in want and not (n not in sinks and n.op in LOOP_REDUCTIONS):
+            want.update(n.inputs)
+    return node.out in want and (node in sinks or node.op not in LOOP_REDUCTIONS)

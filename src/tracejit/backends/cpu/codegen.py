@@ -21,7 +21,7 @@ import numpy as np
 from ...ir import Graph, Node, Value
 from ...ir.registry import REGISTRY
 from ...passes.contract import SMALL_K, split_skinny_matmuls
-from ...passes.fusion import LOOP_REDUCTIONS, Kernel, fuse
+from ...passes.fusion import LOOP_REDUCTIONS, Kernel, fuse, is_reduction, needed, phases
 from ...profiler import StepInfo
 from . import ops
 
@@ -282,7 +282,7 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
             param(f"x{j}", mod.name(v), v.type.dtype, v.type.shape)
             ref[v] = f"x{j}[{_broadcast_index(v.type.shape, shape)}]"
             typed.add(v)
-    phase = _phases(kern)
+    phase = phases(kern)
     for n, node in enumerate(kern.nodes):
         ref[node.out] = f"v{n}"
         typed.add(node.out)
@@ -329,7 +329,7 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
         into lane ``lane`` of their partial-accumulator array."""
         lines: list[str] = []
         for node in kern.nodes:
-            if node.out in done or node in row_level or not _needed(node, sinks, kern):
+            if node.out in done or node in row_level or not needed(node, sinks, kern):
                 continue
             done.add(node.out)
             T = _typename(node.out.type.dtype)
@@ -413,7 +413,7 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
                     src.append(f"{indent}{ref[n.out]} = {T}({_literal(_identity(n))})")
         if not sinks:
             continue
-        done_inner = {v for v in done if v in ref and _is_reduction(v, kern)}
+        done_inner = {v for v in done if v in ref and is_reduction(v, kern)}
         done_inner |= {n.out for n in row_level}
         phase_reds = [n for n in sinks if n.op in LOOP_REDUCTIONS]
         lanes = LANE_BYTES // max((n.out.type.dtype.itemsize for n in phase_reds), default=1)
@@ -496,31 +496,7 @@ def _lane_loops(reds, lo, end, lanes, d, indent, ref, body) -> list[str]:
     return lines
 
 
-def _is_reduction(v: Value, kern: Kernel) -> bool:
-    return any(n.out is v and n.op in LOOP_REDUCTIONS for n in kern.nodes)
-
 
 def _red_index(node: Node, nd: int) -> str:
     axes = node.attrs["axis"] if node.inputs[0].type.ndim else ()
     return ", ".join("0" if d in axes else f"i{d}" for d in range(nd))
-
-
-def _phases(kern: Kernel) -> dict[Value, int]:
-    """Phase of each node: one more than any reduction of this kernel it depends on."""
-    phase: dict[Value, int] = {}
-    for node in kern.nodes:
-        p = 0
-        for v in node.inputs:
-            if v in phase:
-                p = max(p, phase[v] + (1 if _is_reduction(v, kern) else 0))
-        phase[node.out] = p
-    return phase
-
-
-def _needed(node: Node, sinks: list[Node], kern: Kernel) -> bool:
-    """Whether ``node`` is one of ``sinks`` or an elementwise node they depend on."""
-    want = {n.out for n in sinks}
-    for n in reversed(kern.nodes):
-        if n.out in want and not (n not in sinks and n.op in LOOP_REDUCTIONS):
-            want.update(n.inputs)
-    return node.out in want and (node in sinks or node.op not in LOOP_REDUCTIONS)

@@ -32,7 +32,7 @@ import numpy as np
 
 from ...ir import Graph, Kind, Node, Value
 from ...ir.registry import REGISTRY
-from ...passes.fusion import LOOP_REDUCTIONS, Kernel, fuse
+from ...passes.fusion import LOOP_REDUCTIONS, Kernel, fuse, needed, phases
 from ..cpu.codegen import loop_dtypes
 from . import ops
 
@@ -218,7 +218,7 @@ class _Emitter:
             self.out[v] = f"o{j}"
             self.args.append(Arg(f"o{j}", f"{ops.ctype(v.type.dtype)}* __restrict__",
                                  "output", v.type.dtype, v.type.shape, v))
-        self.phase = _phases(kern)
+        self.phase = phases(kern)
         self.row_level = [n for n in kern.nodes if kern.is_row_level(n)]
         self.local: dict[Value, str] = {}  # values held in variables in the current scope
 
@@ -279,7 +279,7 @@ class _Emitter:
         saved = dict(self.local)
         for n, node in enumerate(self.kern.nodes):
             if node.out in self.local or node in self.row_level or \
-                    not _needed(node, sinks, self.kern):
+                    not needed(node, sinks, self.kern):
                 continue
             where = f"  // {node.op}, {_where(node)}"
             if node.op in LOOP_REDUCTIONS:
@@ -556,28 +556,3 @@ def _guarded(guard: str | None, statement: str) -> str:
 
 def _indent(lines: list[str], n: int) -> list[str]:
     return [line if line.startswith("#") else " " * n + line for line in lines]
-
-
-def _is_reduction(v: Value, kern: Kernel) -> bool:
-    return any(n.out is v and n.op in LOOP_REDUCTIONS for n in kern.nodes)
-
-
-def _phases(kern: Kernel) -> dict[Value, int]:
-    """Phase of each node: one more than any reduction of this kernel it depends on."""
-    phase: dict[Value, int] = {}
-    for node in kern.nodes:
-        p = 0
-        for v in node.inputs:
-            if v in phase:
-                p = max(p, phase[v] + (1 if _is_reduction(v, kern) else 0))
-        phase[node.out] = p
-    return phase
-
-
-def _needed(node: Node, sinks: list[Node], kern: Kernel) -> bool:
-    """Whether ``node`` is one of ``sinks`` or an elementwise node they depend on."""
-    want = {n.out for n in sinks}
-    for n in reversed(kern.nodes):
-        if n.out in want and not (n not in sinks and n.op in LOOP_REDUCTIONS):
-            want.update(n.inputs)
-    return node.out in want and (node in sinks or node.op not in LOOP_REDUCTIONS)

@@ -86,50 +86,29 @@ __device__ __forceinline__ long long tj_right_shift(long long a, long long b) {
   return (unsigned long long)b < 64ull ? a >> b : (a < 0 ? -1LL : 0LL);
 }
 
-// Float floor division and remainder as NumPy's npy_divmod computes them.
-__device__ __forceinline__ float tj_floor_divide(float a, float b) {
-  if (b == 0.0f) return a / b;
-  float mod = fmodf(a, b);
-  float div = (a - mod) / b;
-  if (mod != 0.0f && ((b < 0.0f) != (mod < 0.0f))) div -= 1.0f;
-  if (div == 0.0f) return copysignf(0.0f, a / b);
-  float fl = floorf(div);
-  return div - fl > 0.5f ? fl + 1.0f : fl;
+// Float floor division and remainder as NumPy's npy_divmod computes them (CUDA's fmod,
+// floor and copysign are overloaded: float arguments stay in float).
+template <typename T> __device__ __forceinline__ T tj_floor_divide(T a, T b) {
+  if (b == (T)0) return a / b;
+  T mod = fmod(a, b);
+  T div = (a - mod) / b;
+  if (mod != (T)0 && ((b < (T)0) != (mod < (T)0))) div -= (T)1;
+  if (div == (T)0) return copysign((T)0, a / b);
+  T fl = floor(div);
+  return div - fl > (T)0.5 ? fl + (T)1 : fl;
 }
-__device__ __forceinline__ double tj_floor_divide(double a, double b) {
-  if (b == 0.0) return a / b;
-  double mod = fmod(a, b);
-  double div = (a - mod) / b;
-  if (mod != 0.0 && ((b < 0.0) != (mod < 0.0))) div -= 1.0;
-  if (div == 0.0) return copysign(0.0, a / b);
-  double fl = floor(div);
-  return div - fl > 0.5 ? fl + 1.0 : fl;
-}
-__device__ __forceinline__ float tj_remainder(float a, float b) {
-  float mod = fmodf(a, b);
-  if (b == 0.0f) return mod;
-  if (mod == 0.0f) return copysignf(0.0f, b);
-  return ((b < 0.0f) != (mod < 0.0f)) ? mod + b : mod;
-}
-__device__ __forceinline__ double tj_remainder(double a, double b) {
-  double mod = fmod(a, b);
-  if (b == 0.0) return mod;
-  if (mod == 0.0) return copysign(0.0, b);
-  return ((b < 0.0) != (mod < 0.0)) ? mod + b : mod;
+template <typename T> __device__ __forceinline__ T tj_remainder(T a, T b) {
+  T mod = fmod(a, b);
+  if (b == (T)0) return mod;
+  if (mod == (T)0) return copysign((T)0, b);
+  return ((b < (T)0) != (mod < (T)0)) ? mod + b : mod;
 }
 // np.logaddexp as npy_logaddexp: equal arguments (infinities included) give x + log 2.
-__device__ __forceinline__ float tj_logaddexp(float x, float y) {
-  if (x == y) return x + 0.693147180559945309f;
-  float d = x - y;
-  if (d > 0.0f) return x + log1pf(expf(-d));
-  if (d <= 0.0f) return y + log1pf(expf(d));
-  return d;  // NaN
-}
-__device__ __forceinline__ double tj_logaddexp(double x, double y) {
-  if (x == y) return x + 0.693147180559945309;
-  double d = x - y;
-  if (d > 0.0) return x + log1p(exp(-d));
-  if (d <= 0.0) return y + log1p(exp(d));
+template <typename T> __device__ __forceinline__ T tj_logaddexp(T x, T y) {
+  if (x == y) return x + (T)0.693147180559945309;
+  T d = x - y;
+  if (d > (T)0) return x + log1p(exp(-d));
+  if (d <= (T)0) return y + log1p(exp(d));
   return d;  // NaN
 }
 
