@@ -11,10 +11,14 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .types import TensorType
+
+if TYPE_CHECKING:
+    from .graph import Node
 
 
 class Kind(enum.Enum):
@@ -54,3 +58,31 @@ def op_table_markdown() -> str:
         names = sorted(n for n, d in REGISTRY.items() if d.kind is kind)
         lines.append(f"| {kind.value} | {', '.join(f'`{n}`' for n in names)} |")
     return "\n".join(lines)
+
+
+COMPARISONS = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}
+
+
+def loop_dtypes(node: Node) -> tuple[np.dtype, ...] | None:
+    """(input dtypes the op computes in..., output dtype) for an elementwise node, as
+    NumPy's ufunc loop would choose them; None for an op without a ufunc. The backends
+    generate their loops in these dtypes."""
+    types = [v.type for v in node.inputs]
+    if node.op in COMPARISONS and any(t.weak and t.dtype.kind == "i" for t in types):
+        # NumPy compares with a Python int exactly, even one outside the array's dtype
+        # (int32_array == 2**40 is False): compare in int64, which holds both sides.
+        if all(t.dtype.kind in "bi" or (t.dtype.kind == "u" and t.dtype.itemsize < 8)
+               for t in types):
+            i64 = np.dtype(np.int64)
+            return (i64, i64, np.dtype(bool))
+    if node.op == "where":
+        out = node.out.type.dtype
+        return (np.dtype(bool), out, out, out)
+    if node.op == "convert":
+        return (types[0].dtype, node.out.type.dtype)
+    uf = REGISTRY[node.op].ufunc
+    if uf is None:
+        return None
+    all_weak = all(t.weak for t in types)
+    operands = tuple(t.dtype if all_weak else t.promotion_operand() for t in types)
+    return tuple(uf.resolve_dtypes(operands + (None,)))

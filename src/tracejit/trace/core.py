@@ -8,12 +8,11 @@ import numpy as np
 
 from ..errors import DTypeError, ScalarOverflow, TracingError
 from ..ir import Graph, Node, TensorType, Value
-from ..ir.registry import REGISTRY
+from ..ir.registry import COMPARISONS, REGISTRY
 from ..ir.types import type_of_constant
 from ..source import user_location
 
 _state = threading.local()
-_COMPARISONS = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}
 
 
 def _check_int_literals(ufunc, operands, inputs) -> None:
@@ -84,7 +83,7 @@ class Trace:
         inputs = tuple(self.lift(x) for x in operands)
         opdef = REGISTRY[op]
         out_type = opdef.rule(*(v.type for v in inputs), **attrs)
-        if opdef.ufunc is not None and op not in _COMPARISONS:
+        if opdef.ufunc is not None and op not in COMPARISONS:
             _check_int_literals(opdef.ufunc, operands, inputs)
         return Tracer(self._emit(op, inputs, attrs, out_type), self)
 

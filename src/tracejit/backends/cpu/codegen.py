@@ -19,39 +19,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...ir import Graph, Node, Value
-from ...ir.registry import REGISTRY
+from ...ir.registry import REGISTRY, loop_dtypes
 from ...passes.contract import SMALL_K, split_skinny_matmuls
 from ...passes.fusion import LOOP_REDUCTIONS, Kernel, fuse, is_reduction, needed, phases
 from ...profiler import StepInfo
 from . import ops
 
 _IDENTITY = {"sum": 0, "prod": 1, "any": False, "all": True}
-
-
-_COMPARISONS = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}
-
-
-def loop_dtypes(node: Node) -> tuple[np.dtype, ...] | None:
-    """(input dtypes the op computes in..., output dtype)."""
-    types = [v.type for v in node.inputs]
-    if node.op in _COMPARISONS and any(t.weak and t.dtype.kind == "i" for t in types):
-        # NumPy compares with a Python int exactly, even one outside the array's dtype
-        # (int32_array == 2**40 is False): compare in int64, which holds both sides.
-        if all(t.dtype.kind in "bi" or (t.dtype.kind == "u" and t.dtype.itemsize < 8)
-               for t in types):
-            i64 = np.dtype(np.int64)
-            return (i64, i64, np.dtype(bool))
-    if node.op == "where":
-        out = node.out.type.dtype
-        return (np.dtype(bool), out, out, out)
-    if node.op == "convert":
-        return (types[0].dtype, node.out.type.dtype)
-    uf = REGISTRY[node.op].ufunc
-    if uf is None:
-        return None
-    all_weak = all(t.weak for t in types)
-    operands = tuple(t.dtype if all_weak else t.promotion_operand() for t in types)
-    return tuple(uf.resolve_dtypes(operands + (None,)))
 
 
 def _numba_dtype(dtype: np.dtype) -> bool:

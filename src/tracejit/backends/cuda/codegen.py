@@ -31,9 +31,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...ir import Graph, Kind, Node, Value
-from ...ir.registry import REGISTRY
+from ...ir.registry import REGISTRY, loop_dtypes
 from ...passes.fusion import LOOP_REDUCTIONS, Kernel, fuse, needed, phases
-from ..cpu.codegen import loop_dtypes
 from . import ops
 
 BLOCK = 256  # threads per block of map, full, column and warp-per-row kernels
