@@ -19,6 +19,8 @@ from tracejit.backends.cuda.codegen import (
     INT32_MAX,
     MAX_GRID,
     MAX_PARTIALS,
+    VECTOR,
+    VECTOR_MIN,
     fusible,
     generate,
     grid_for,
@@ -100,13 +102,15 @@ def bool_chain(p, q):
     return ((p & q) | ~p) ^ (p == q), p + q, p * q, np.where(p, q, ~q)
 
 
-def huge_graph():
-    """exp and sum over 2**31 + 5 float32: built directly, it cannot be allocated here."""
+def huge_graph(reduce=True):
+    """exp (and sum) over 2**31 + 5 float32: built directly, it cannot be allocated here."""
     x = Value(TensorType((2**31 + 5,), np.dtype(np.float32)), "x")
     e = Value(TensorType(x.type.shape, x.type.dtype))
     s = Value(TensorType((), x.type.dtype))
     nodes = [Node("exp", (x,), {}, e, None),
              Node("sum", (e,), {"axis": (0,), "keepdims": False, "dtype": None}, s, None)]
+    if not reduce:
+        return Graph([x], nodes[:1], [e], "huge_map")
     return Graph([x], nodes, [e, s], "huge")
 
 
@@ -114,6 +118,8 @@ I32 = RNG.integers(-50, 50, (7, 33)).astype(np.int32)
 I64 = I32.astype(np.int64)
 B = RNG.random((7, 33)) > 0.5
 BIG = RNG.standard_normal(1 << 20).astype(np.float32)
+V = RNG.standard_normal((33, 129)).astype(np.float32) * 3  # 4257 elements: 1 after the float4s
+VA = RNG.integers(-100, 100, V.shape).astype(np.int32)
 
 
 def program_graphs():
@@ -153,12 +159,29 @@ def program_graphs():
         ("siblings", lambda x: (x.sum(axis=0), x.sum(axis=1), np.exp(x)), F32),
         ("matmul_epilogue", lambda x, W, b: np.tanh(x @ W + b), F32, W, b),
         ("empty", lambda x: (x + 1, x.sum(), x.sum(axis=0)), np.zeros((0, 5), np.float32)),
+        ("float_to_int", lambda x: (x.astype(np.int32), x.astype(np.int64) + 1,
+                                    x.astype(np.float64).astype(np.int32)), F32),
+        ("float_to_int_reductions", lambda x: (x.sum(dtype=np.int32), x.sum(axis=1, dtype=np.int64),
+                                               x.sum(axis=0, dtype=np.int32)), F32),
+        # map kernels with a float4 vector path (at least VECTOR_MIN elements)
+        ("vec_full_shape", chain, V, V[::-1].copy()),
+        ("vec_n_multiple_of_4", lambda x, y: x * y + 1, BIG[:1 << 14].reshape(64, 256), BIG[:256]),
+        ("vec_python_scalar", lambda x, s: x * s + 1.0, BIG[:1027], 0.5),
+        ("vec_power_half", lambda x, s: x ** s, V, 0.5),
+        ("vec_zero_d", lambda x, s: x / s, V, np.float32(3.0)),
+        ("vec_broadcast", lambda x, r, c: (x * r + c, x - r), V, V[0], V[:, :1]),
+        ("vec_outer", lambda c, r: c + r, V[:, :1], V[0]),
+        ("vec_mixed_dtypes", lambda x, a: (x > 0, x + a.astype(np.float32), a * 2,
+                                           x.astype(np.int32)), V, VA),
+        ("vec_int_to_float", lambda a: a.astype(np.float32) * 0.5, VA),
+        ("vec_none_float64", lambda x: x * 2, V.astype(np.float64)),
     ]
     return [(name, graph_of(fn, *args)) for name, fn, *args in p]
 
 
 def corpus():
-    return program_graphs() + table_graphs() + [("huge", huge_graph())]
+    return program_graphs() + table_graphs() + [("huge", huge_graph()),
+                                                ("huge_map", huge_graph(reduce=False))]
 
 
 # ---------------------------------------------------------------- compile everything
@@ -214,7 +237,7 @@ def test_float32_math_calls_float_functions():
 def test_fusible_decisions():
     f32, f64, i32, i64 = (np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64))
     conv = lambda s, d: node_graph("convert", [TensorType((3,), s)], dtype=d).nodes[0]
-    assert not fusible(conv(f32, i32)) and not fusible(conv(f64, i64))
+    assert fusible(conv(f32, i32)) and fusible(conv(f64, i64))  # through tj_float_to_int
     assert fusible(conv(i32, f32)) and fusible(conv(f64, np.dtype(bool)))
     mm = node_graph("matmul", [TensorType((4, 3), f32), TensorType((3, 5), f32)]).nodes[0]
     assert not fusible(mm)  # cuBLAS, through CuPy
@@ -224,7 +247,7 @@ def test_fusible_decisions():
     assert not fusible(node_graph("add", [TensorType((3,), np.dtype(np.uint8))] * 2).nodes[0])
     red = dict(axis=(0,), keepdims=False)
     assert fusible(node_graph("sum", [TensorType((3,), i32)], dtype=None, **red).nodes[0])
-    assert not fusible(node_graph("sum", [TensorType((3,), f32)], dtype=i64, **red).nodes[0])
+    assert fusible(node_graph("sum", [TensorType((3,), f32)], dtype=i64, **red).nodes[0])
     assert not fusible(node_graph("argmax", [TensorType((3,), f32)], axis=0,
                                   keepdims=False).nodes[0])
 
@@ -320,3 +343,86 @@ def test_source_names_ops_and_lines():
     src = generate(graph_of(chain, F32, F32)).source
     assert "// tanh, test_cuda_codegen.py:" in src
     assert 'extern "C" __global__' in src and "cupy" not in src.lower()
+
+
+def test_float_to_int_casts_use_the_helper():
+    src = generate(graph_of(lambda x, y: (x.astype(np.int32), y.astype(np.int64)), F32,
+                            F32.astype(np.float64))).source
+    assert "tj_float_to_int<int>(x0[i])" in src and "tj_float_to_int<long long>(x1[i])" in src
+    red = generate(graph_of(lambda x: x.sum(dtype=np.int64), F32)).source
+    assert "tj_float_to_int<long long>(x0[" in red
+    other = generate(graph_of(lambda x, a: (x.astype(bool), a.astype(np.float32),
+                                            a.astype(np.int64)), F32, I32)).source
+    assert "tj_float_to_int<" not in other.split("#endif")[-1]
+
+
+# ---------------------------------------------------------------- the vector path
+
+
+def map_step(fn, *args):
+    m = generate(graph_of(fn, *args))
+    (step,) = m.steps
+    assert step.form == "map"
+    return step, m.source.split("#endif  // TRACEJIT_CUDA_PRELUDE")[1]
+
+
+def test_vector_path_for_full_shape_float32():
+    step, src = map_step(lambda x, y: x * y + 1, V, V)
+    (launch,) = step.launches
+    assert step.vector == VECTOR and launch.grid == grid_for(V.size // 4)
+    assert [a.name for a in launch.args] == ["x0", "x1", "o1"]  # unchanged
+    assert ("if ((((unsigned long long)x0 | (unsigned long long)x1 | (unsigned long long)o1) "
+            "& 15ull) == 0ull) {") in src
+    assert "const float4 x0v = reinterpret_cast<const float4*>(x0)[g];" in src
+    assert "reinterpret_cast<float4*>(o1)[g] = o1v;" in src
+    for lane in "xyzw":
+        assert f"(x0v.{lane} * x1v.{lane})" in src and f"o1v.{lane} = " in src
+    assert "g < 1064u;" in src  # 4257 // 4 groups of 4, then one element in the tail
+    assert "for (unsigned i = 4256u + (unsigned)blockIdx.x" in src
+    assert src.count("i < 4257u;") == 2  # the tail and the misaligned fallback
+    assert "\n  } else {\n" in src  # the scalar loop for misaligned pointers
+    _, src = map_step(lambda x, y: x * y, V[:32], V[:32])  # 32 * 129: no tail
+    assert src.count("i < 4128u;") == 1 and "4128u +" not in src
+
+
+def test_vector_path_reads_other_operands_per_element():
+    step, src = map_step(lambda x, r, s: (x * r + s, x > 0), V, V[0], 0.5)
+    assert step.vector == VECTOR
+    assert "reinterpret_cast<const float4*>(x0)" in src
+    assert "reinterpret_cast<const float4*>(x1)" not in src  # broadcast: read at i1
+    assert "((unsigned long long)x0 | (unsigned long long)o1) & 15ull" in src  # not o2: bool
+    assert "const unsigned i = 4u * g + 3u;" in src and "x1[i1]" in src and "o2[i] = " in src
+    assert "(x0v.w * x1[i1])" in src and "((float)s2)" in src
+    step, src = map_step(lambda a: a.astype(np.float32), VA)  # only the output is float32
+    assert step.vector == VECTOR and "const float4" not in src
+    assert "(unsigned long long)o0) & 15ull" in src
+
+
+def test_no_vector_path():
+    small = np.ones(VECTOR_MIN - 1, np.float32)
+    cases = [(lambda x: x + 1, small), (lambda x: x + 1, V.astype(np.float64)),
+             (lambda a, b: a * b, VA, VA), (lambda p: ~p, V > 0), (lambda x: x * 2, F32)]
+    for fn, *args in cases:
+        step, src = map_step(fn, *args)
+        assert step.vector == 1 and "float4" not in src and "15ull" not in src
+        assert step.launches[0].grid == grid_for(args[0].size)
+    step, _ = map_step(lambda x: x + 1, np.ones(VECTOR_MIN, np.float32))
+    assert step.vector == VECTOR
+    for fn in (softmax, lambda x: x.sum(), lambda x: x.sum(axis=0)):
+        m = generate(graph_of(fn, V))
+        assert all(s.vector == 1 for s in m.steps) and "float4" not in m.source
+
+
+def test_vector_path_with_64_bit_indices():
+    m = generate(huge_graph(reduce=False))
+    (step,) = m.steps
+    assert step.vector == VECTOR and step.index == "unsigned long long"
+    assert "g < 536870913ull;" in m.source and "2147483652ull +" in m.source
+    assert step.launches[0].grid == MAX_GRID
+
+
+def test_corpus_has_vector_paths():
+    for name, g in program_graphs():
+        if name.startswith("vec_"):
+            want = 1 if name == "vec_none_float64" else VECTOR
+            assert [s.vector for s in generate(g).steps] == [want], name

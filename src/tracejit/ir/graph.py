@@ -50,7 +50,9 @@ class Node:
 
 
 class Graph:
-    """A traced function. ``inputs`` are the flattened argument leaves, in order."""
+    """A traced function. ``inputs`` are the flattened argument leaves, in order.
+    ``placement`` (set by the placement pass, else None) says which device holds each
+    value: ``placement.where(v)`` is ``"cuda:0"``, ``"cpu"`` or None (a host scalar)."""
 
     def __init__(
         self,
@@ -58,11 +60,13 @@ class Graph:
         nodes: list[Node],
         outputs: list[Value],
         name: str = "f",
+        placement: Any = None,
     ):
         self.inputs = inputs
         self.nodes = nodes
         self.outputs = outputs
         self.name = name
+        self.placement = placement
 
     def replace(self, *, nodes: list[Node] | None = None, outputs: list[Value] | None = None):
         return Graph(
@@ -70,6 +74,7 @@ class Graph:
             self.nodes if nodes is None else nodes,
             self.outputs if outputs is None else outputs,
             self.name,
+            self.placement,
         )
 
     def producers(self) -> dict[Value, Node]:

@@ -7,7 +7,16 @@ then outputs, then scratch arrays), except Python scalars, which are passed by v
 Shapes are static, so index arithmetic uses constants; inputs keep their own unbroadcast
 shapes and are indexed as NumPy broadcasting would. Each kernel takes one of four forms:
 
-- *map* (no reductions): a grid-stride loop over the flat iteration space.
+- *map* (no reductions): a grid-stride loop over the flat iteration space. A map kernel
+  of at least ``VECTOR_MIN`` elements with float32 pointers read or written at the flat
+  index (inputs of the kernel's own shape, which are not broadcast, and outputs) also has a
+  *vector path*: if every such pointer is 16-byte aligned (checked at run time, the same
+  for every thread: the runner may pass views such as ``x[1:]``), a grid-stride loop over
+  groups of 4 elements loads each of them as one ``float4``, computes the 4 elements one
+  after the other (other operands are read per element as usual) and stores each float32
+  output as one ``float4``; a scalar loop then finishes the last ``n % 4`` elements.
+  Otherwise the scalar loop runs alone. The launch has ``grid_for(n // 4)`` blocks and
+  the step's ``vector`` is 4.
 - *full* (one pass reducing every axis): a grid-stride loop accumulating per thread, a
   block reduction (warp shuffles, then shared memory), one partial result per block; a
   second one-block kernel combines the partials in a fixed order (deterministic) and
@@ -26,6 +35,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,6 +50,9 @@ SINGLE_ROW_BLOCK = 1024  # a kernel with one row gives it the largest block
 MAX_GRID = 4096  # grid-stride loops: more blocks than a few waves of a GPU only add overhead
 MAX_PARTIALS = 1024  # blocks of a full reduction's first stage, each writing one partial
 ROW_WARP_MAX = 1024  # rows up to this length get one warp each, longer ones a block
+VECTOR = 4  # float32 elements per float4 in a map kernel's vector path
+VECTOR_MIN = VECTOR * BLOCK  # map kernels with fewer elements have no vector path
+F32 = np.dtype(np.float32)
 INT32_MAX = 2**31 - 1
 WARP = 32
 
@@ -55,16 +68,13 @@ def fusible(node: Node) -> bool:
     dtypes = [v.type.dtype for v in (*node.inputs, node.out)]
     if any(ops.ctype(d) is None for d in dtypes):
         return False
-    if node.op in LOOP_REDUCTIONS:
-        src, out = dtypes
-        if src.kind == "f" and out.kind == "i":
-            return False  # float -> int cast: see convert
+    if node.op in LOOP_REDUCTIONS:  # the input is cast to the output dtype per element
+        out = dtypes[-1]
         return ops.template(ops.REDUCE_WITH[node.op], (out, out)) is not None
     if REGISTRY[node.op].kind is not Kind.ELEMENTWISE:
         return False  # contractions (cuBLAS), structural ops, gathers: library steps
     if node.op == "convert":
-        # float -> int is undefined in C for NaN/inf/out of range (NumPy gives INT_MIN)
-        return not (dtypes[0].kind == "f" and dtypes[1].kind == "i")
+        return True  # float -> int through tj_float_to_int, as NumPy on x86
     dts = loop_dtypes(node)
     return dts is not None and ops.template(node.op, dts[:-1]) is not None
 
@@ -115,6 +125,7 @@ class Step:
     kernel: Kernel
     launches: list[Launch] = field(default_factory=list)
     index: str = ""  # the C type of the kernel's index arithmetic
+    vector: int = 1  # elements per float4 of a map kernel's vector path (VECTOR), else 1
 
 
 @dataclass
@@ -130,13 +141,18 @@ class CudaModule:
         return [launch.function for s in self.steps for launch in s.launches]
 
 
-def generate(graph: Graph, prefix: str = "") -> CudaModule:
-    """The CUDA module of ``graph``; ``prefix`` goes before every function name."""
+def generate(graph: Graph, prefix: str = "",
+             on_device: Callable[[Node], bool] = lambda n: True) -> CudaModule:
+    """The CUDA module of ``graph``; ``prefix`` goes before every function name. Only
+    nodes ``on_device`` join loop kernels (placement runs the others on the CPU)."""
     consts = {n.out: n.attrs["value"] for n in graph.nodes if n.op == "constant"}
-    scalars = {v for v in graph.inputs if v.type.ndim == 0 and v.type.weak}
+    place = graph.placement
+    # host scalars are passed by value: Python numbers, and NumPy 0-d values once placed
+    scalars = {v for v in graph.inputs if v.type.ndim == 0 and
+               (v.type.weak if place is None else place.where(v) is None)}
     lines = [f"// tracejit CUDA backend: {graph.name}", ops.PRELUDE.strip(), ""]
     steps: list[Step] = []
-    for k, kern in enumerate(fuse(graph, fusible)):
+    for k, kern in enumerate(fuse(graph, lambda n: on_device(n) and fusible(n))):
         names = [n.op for n in kern.nodes]
         if kern.kind == "library":
             steps.append(Step("library", "library", names, kern))
@@ -185,7 +201,11 @@ def _identity(node: Node) -> str:
 
 
 def _cast(expr: str, src: np.dtype, dst: np.dtype) -> str:
-    return expr if src == dst else f"(({ops.ctype(dst)}){expr})"
+    if src == dst:
+        return expr
+    if src.kind == "f" and dst.kind == "i":  # C leaves NaN, inf, out of range undefined
+        return f"tj_float_to_int<{ops.ctype(dst)}>({expr})"
+    return f"(({ops.ctype(dst)}){expr})"
 
 
 class _Emitter:
@@ -220,6 +240,8 @@ class _Emitter:
         self.phase = phases(kern)
         self.row_level = [n for n in kern.nodes if kern.is_row_level(n)]
         self.local: dict[Value, str] = {}  # values held in variables in the current scope
+        self.lane: dict[Value, str] = {}  # pointers standing for a float4 lane (vector path)
+        self.vector = 1
 
     # ------------------------------------------------------------------ values
 
@@ -232,6 +254,8 @@ class _Emitter:
             return _cast(self.local[v], v.type.dtype, dtype)
         if v in self.consts and v.type.ndim == 0:
             return _literal(self.consts[v], dtype)
+        if v in self.lane:
+            return _cast(self.lane[v], v.type.dtype, dtype)
         if v in self.byval:
             return _cast(self.byval[v], v.type.dtype, dtype)
         return _cast(f"{self.ptr[v]}[{self.offset(v.type.shape, idx, flat)}]",
@@ -290,7 +314,8 @@ class _Emitter:
             lines.append(f"const {T} v{n} = {self.expr(node, idx, flat)};{where}")
             self.local[node.out] = f"v{n}"
             if write and node.out in self.out:
-                lines.append(f"{self.out[node.out]}[{flat}] = v{n};")
+                target = self.lane.get(node.out, f"{self.out[node.out]}[{flat}]")
+                lines.append(f"{target} = v{n};")
         self.local = saved
         return lines
 
@@ -384,15 +409,18 @@ class _Emitter:
                 f"({', '.join(n.op for n in kern.nodes)}), {where}",
                 f"// {self.n} elements: {'32' if self.I == 'unsigned' else '64'}-bit indices"]
         return head + body, Step("loop", form, [n.op for n in kern.nodes], kern, launches,
-                                 self.I)
+                                 self.I, self.vector)
 
     def signature(self, name: str, block: int, args: list[Arg]) -> str:
         params = ", ".join(f"{a.ctype} {a.name}" for a in args)
         return f'extern "C" __global__ void __launch_bounds__({block}) {name}({params}) {{'
 
-    def grid_stride(self, var: str, n: int) -> str:
+    def grid_stride(self, var: str, n: int, start: int = 0) -> str:
         t = self.I
-        return (f"for ({t} {var} = ({t})blockIdx.x * blockDim.x + threadIdx.x; "
+        first = f"({t})blockIdx.x * blockDim.x + threadIdx.x"
+        if start:
+            first = f"{self.lit(start)} + {first}"
+        return (f"for ({t} {var} = {first}; "
                 f"{var} < {self.lit(n)}; {var} += ({t})blockDim.x * gridDim.x) {{")
 
     def loop(self, header: str, count: int, body: list[str], indent: int) -> list[str]:
@@ -406,11 +434,54 @@ class _Emitter:
         return [f"i{d}" for d in range(self.nd)]
 
     def emit_map(self) -> tuple[list[str], list[Launch]]:
-        body = self.compute(self.sinks(0), self.element_idx(), "i", True)
         src = [self.signature(self.name, BLOCK, self.args)]
-        src += self.loop("  " + self.grid_stride("i", self.n), self.n,
-                         self.unravel(body, "i", list(range(self.nd))) + body, 2) + ["}"]
-        return src, [Launch(self.name, grid_for(self.n), BLOCK, self.args)]
+        vec = self.vector_pointers()
+        if not vec:
+            src += self.map_loop(0, 2) + ["}"]
+            return src, [Launch(self.name, grid_for(self.n), BLOCK, self.args)]
+        self.vector = VECTOR
+        tail = self.n - self.n % VECTOR  # where the scalar tail starts
+        aligned = " | ".join(f"(unsigned long long){name}" for name in vec.values())
+        src += [f"  if ((({aligned}) & 15ull) == 0ull) {{  // float4 pointers 16-byte aligned"]
+        src += self.vector_loop(vec, 4) + (self.map_loop(tail, 4) if tail < self.n else [])
+        src += ["  } else {"] + self.map_loop(0, 4) + ["  }", "}"]
+        return src, [Launch(self.name, grid_for(self.n // VECTOR), BLOCK, self.args)]
+
+    def map_loop(self, start: int, indent: int) -> list[str]:
+        """The scalar grid-stride loop over the flat elements from ``start`` on."""
+        body = self.compute(self.sinks(0), self.element_idx(), "i", True)
+        return self.loop(" " * indent + self.grid_stride("i", self.n, start), self.n - start,
+                         self.unravel(body, "i", list(range(self.nd))) + body, indent)
+
+    def vector_pointers(self) -> dict[Value, str]:
+        """The pointers the vector path accesses as float4: float32 inputs of the kernel's
+        own shape and float32 outputs, if the kernel is large enough to have one."""
+        if self.n < VECTOR_MIN:
+            return {}
+        flat = {**self.ptr, **self.out}
+        return {v: name for v, name in flat.items()
+                if v.type.dtype == F32 and v.type.shape == self.shape}
+
+    def vector_loop(self, vec: dict[Value, str], indent: int) -> list[str]:
+        """A grid-stride loop over groups of ``VECTOR`` elements: float4 loads of the
+        inputs of ``vec``, each element computed in a scope of its own (reading one lane,
+        writing one lane of the outputs of ``vec``), float4 stores."""
+        groups = self.n // VECTOR
+        body = [f"const float4 {name}v = reinterpret_cast<const float4*>({name})[g];"
+                for v, name in vec.items() if v in self.ptr]
+        body += [f"float4 {name}v;" for v, name in vec.items() if v in self.out]
+        for k, lane in enumerate("xyzw"):
+            self.lane = {v: f"{name}v.{lane}" for v, name in vec.items()}
+            lines = self.compute(self.sinks(0), self.element_idx(), "i", True)
+            pre = self.unravel(lines, "i", list(range(self.nd)))
+            if re.search(r"\bi\b", "\n".join(pre + lines)):
+                first = f"{self.lit(VECTOR)} * g" + (f" + {self.lit(k)}" if k else "")
+                pre.insert(0, f"const {self.I} i = {first};")
+            body += [f"{{  // element {VECTOR} * g + {k}"] + _indent(pre + lines, 2) + ["}"]
+        self.lane = {}
+        body += [f"reinterpret_cast<float4*>({name})[g] = {name}v;"
+                 for v, name in vec.items() if v in self.out]
+        return self.loop(" " * indent + self.grid_stride("g", groups), groups, body, indent)
 
     def emit_full(self) -> tuple[list[str], list[Launch]]:
         """Stage 1 reduces a share of the elements per block; stage 2 (one block) combines

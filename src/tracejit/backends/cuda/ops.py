@@ -58,6 +58,15 @@ template <typename T> __device__ __forceinline__ T tj_sign(T x) {
   return x > (T)0 ? (T)1 : (x < (T)0 ? (T)-1 : (x == (T)0 ? (T)0 : x));
 }
 
+// float -> int as NumPy on x86 (cvttss2si/cvttsd2si): truncation toward zero; NaN,
+// infinities and values out of range give the smallest integer, x86's "integer indefinite"
+// (C leaves them undefined; PTX's cvt saturates). -2**(bits-1) and 2**(bits-1) are exact
+// in float and double, and only values in range are cast.
+template <typename I, typename F> __device__ __forceinline__ I tj_float_to_int(F x) {
+  const F limit = (F)(1ull << (8 * sizeof(I) - 1));
+  return (x >= -limit && x < limit) ? (I)x : (I)(-limit);
+}
+
 // Integer floor division and remainder with Python's signs. Division by zero gives 0
 // (NumPy warns); MIN // -1 wraps to MIN and MIN % -1 is 0, as in NumPy.
 template <typename T> __device__ __forceinline__ T tj_floor_divide_int(T a, T b) {
