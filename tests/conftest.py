@@ -1,9 +1,10 @@
 """Shared fixtures: every semantic test runs once per backend under test.
 
 By default every available backend of "reference" and "cpu" (the whole suite takes about
-7 minutes on 2 cores, 3 on the reference backend alone); TRACEJIT_TEST_BACKENDS=reference
-(comma-separated names) picks backends. Hypothesis examples are the same on every run
-unless HYPOTHESIS_PROFILE=explore.
+9 minutes on 2 cores, 3 on the reference backend alone); TRACEJIT_TEST_BACKENDS=reference
+(comma-separated names) picks backends. TRACEJIT_TEST_BACKENDS=cuda runs them on GPU 0,
+where CuPy sees one, or on the emulated GPU of tests/cudasim with TRACEJIT_TEST_CUDASIM=1.
+Hypothesis examples are the same on every run unless HYPOTHESIS_PROFILE=explore.
 """
 
 import os
@@ -22,11 +23,30 @@ settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 _WANTED = (os.environ.get("TRACEJIT_TEST_BACKENDS") or "reference,cpu").split(",")
+if "cuda" in _WANTED and os.environ.get("TRACEJIT_TEST_CUDASIM", "") not in ("", "0"):
+    import cudasim  # the emulated GPU, for the whole session
+
+    cudasim.install()
+    cudasim.set_device_count(1)
 BACKENDS = [b for b in tracejit.available_backends() if b in _WANTED]
 
 
 @pytest.fixture(params=BACKENDS)
-def backend(request) -> str:
+def backend(request, monkeypatch) -> str:
+    """A backend name for ``jit(backend=...)``. For ``cuda`` the function runs on GPU 0 and
+    this fixture brings its outputs back to the host for the test to compare (tracejit
+    itself never does: outputs stay on the GPU)."""
+    if request.param == "cuda":
+        from tracejit import api, targets
+
+        made = api._finisher
+
+        def finisher(out_tree, graph):
+            finish = made(out_tree, graph)
+            return lambda outs: finish([targets.to_host(o) if targets.device_of(o) not in (
+                None, targets.CPU) else o for o in outs])
+
+        monkeypatch.setattr(api, "_finisher", finisher)
     return request.param
 
 

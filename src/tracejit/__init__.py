@@ -5,10 +5,18 @@ from .api import CacheInfo, JitFunction, Lowered, jit
 from .autodiff import grad, jacobian, stop_gradient, value_and_grad, vjp
 from .backends import available_backends
 from .profiler import Profile, profile
-from .targets import Device, default_device, device, devices, to_device, to_host
+from .targets import (
+    Device,
+    default_device,
+    device,
+    devices,
+    synchronize,
+    to_device,
+    to_host,
+)
 
 __version__ = "0.1.0"
 
 __all__ = ["CacheInfo", "Device", "JitFunction", "Lowered", "Profile", "available_backends",
            "default_device", "device", "devices", "errors", "grad", "jacobian", "jit", "nn",
-           "profile", "stop_gradient", "to_device", "to_host", "value_and_grad", "vjp"]
+           "profile", "stop_gradient", "synchronize", "to_device", "to_host", "value_and_grad", "vjp"]

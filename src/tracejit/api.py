@@ -24,10 +24,11 @@ import numpy as np
 
 from . import profiler, targets
 from .backends import get_backend
-from .errors import BackendUnavailable, InvalidArgument, TracejitError
-from .ir import Graph, TensorType
+from .errors import InvalidArgument, TracejitError
+from .ir import Graph, TensorType, verify
 from .ir.types import WEAK_DEFAULT
 from .passes import run_pipeline
+from .passes.placement import place
 from .profiler import ACTIVE as _PROFILES
 from .trace import Tracer, pytree, trace_function
 
@@ -94,6 +95,9 @@ def _leaf_key(leaf):
         return ((), np.dtype(t) if t is bool else leaf.dtype, False)
     if t is Tracer:
         return None
+    where = targets.device_of(leaf)
+    if where is not None:  # a CuPy array: where it lives is part of the signature
+        return (leaf.shape, leaf.dtype, False, where)
     raise InvalidArgument(f"unsupported leaf type {t.__name__}")
 
 
@@ -109,13 +113,18 @@ class JitFunction:
     """A function compiled per signature. Create with :func:`jit`."""
 
     def __init__(self, fn, static_argnums=(), static_argnames=(), backend: str | None = None,
-                 device=None):
+                 device=None, strict: bool = False):
         functools.update_wrapper(self, fn)
         self._fn = fn
-        self._backend = backend or default_backend()
-        get_backend(self._backend)  # fail early on a misspelt backend
+        backend = backend or default_backend()
+        if backend == "cuda":  # the device picks the CUDA backend: this asks for GPU 0
+            backend, device = "cpu", device or "cuda"
+        self._backend = backend
+        get_backend(backend)  # fail early on a misspelt backend
         self._device = None if device is None else targets.parse(device)
+        self._strict = strict
         if self._device is not None and self._device.kind != "cpu":
+            targets.check_available(self._device)
             targets.gpu_requested = True
         nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
         names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
@@ -211,19 +220,30 @@ class JitFunction:
                 "lists/arrays, or make the argument dynamic",
             ) from None
 
+    def _target(self) -> tuple[targets.Device, bool] | None:
+        """(device, strict) when the call asked for a GPU, else None (the CPU)."""
+        if not targets.gpu_requested:
+            return None
+        place = (self._device, self._strict) if self._device is not None else targets.requested()
+        if place[0].kind == "cpu":
+            return None
+        targets.check_available(place[0])
+        return place
+
     def _call(self, args, kwargs, bound):
-        if targets.gpu_requested:
-            _check_device(self._device or targets.default_device())
+        target = self._target()
         key, split, leaves, tree = self._signature(args, kwargs, bound)
         if key is None:  # called on Tracers from an enclosing trace: inline the function
             return self._fn(*args, **kwargs)
+        if target is not None:
+            key = (key, target)
         entry = self._lookup(key)
         if entry is None:
             entry, outs = self._compile(key, split, tree, args, leaves)
         else:
             next(self._hits)
             outs = entry.run(*leaves) if not _PROFILES else profiler.call(entry, leaves)
-        if split is _NO_STATICS and not bound:  # positional arrays only: the fast key
+        if split is _NO_STATICS and not bound and target is None:  # positional arrays: fast key
             self._fast[tuple((a.shape, a.dtype) for a in args)] = entry
         return entry.finish(outs)
 
@@ -261,13 +281,15 @@ class JitFunction:
         """The entry for a signature, and the seconds spent tracing, in passes and in the
         backend."""
         static_pos, statics, static_kw, _, _ = split
+        key, (target, strict) = key if len(key) == 2 else (key, (targets.CPU, False))
         names = self._input_names(tree, static_pos, nargs)
-        types = []
-        for name, (shape, dtype, weak) in zip(names, key[3], strict=True):
+        types, where = [], []
+        for name, (shape, dtype, weak, *on) in zip(names, key[3], strict=True):
             if dtype.kind not in "biufc":
                 raise InvalidArgument(f"argument {name!r} has unsupported dtype {dtype}",
                                       hint="use bool, integer, float or complex arrays")
             types.append(TensorType(shape, dtype, weak))
+            where.append(on[0] if on else targets.CPU if shape else None)
 
         def build_args(tracers):
             dyn_args, dyn_kw = pytree.unflatten(tree, tracers)
@@ -281,10 +303,14 @@ class JitFunction:
                                          getattr(self._fn, "__name__", "f"))
         t1 = time.perf_counter()
         optimized = run_pipeline(graph)
+        backend = self._backend if target.kind == "cpu" else target.kind
+        if backend != self._backend or any(d not in (None, targets.CPU) for d in where):
+            supported = get_backend(backend).supports if backend == "cuda" else _everything
+            optimized = verify(place(optimized, target, where, supported, targets.CPU, strict))
         t2 = time.perf_counter()
-        run = get_backend(self._backend).compile(optimized)
+        run = get_backend(backend).compile(optimized)
         t3 = time.perf_counter()
-        entry = _Entry(run, out_tree, Lowered(graph, optimized, self._backend), t3 - t0)
+        entry = _Entry(run, out_tree, Lowered(graph, optimized, backend), t3 - t0)
         return entry, (t1 - t0, t2 - t1, t3 - t2)
 
     def _input_names(self, tree, static_pos, nargs) -> list[str]:
@@ -300,10 +326,14 @@ class JitFunction:
 
     # ------------------------------------------------------------ inspection
     def lower(self, *args, **kwargs) -> Lowered:
-        """Trace and optimise for these arguments' signature without running anything."""
+        """Trace and optimise for these arguments' signature (and the device asked for)
+        without running anything."""
+        target = self._target()
         key, split, _, tree = self._signature(args, kwargs, False)
         if key is None:
             raise InvalidArgument("lower() needs concrete arrays, not traced values")
+        if target is not None:
+            key = (key, target)
         cached = self._lookup(key)
         return cached.lowered if cached else self._build(key, split, tree, len(args))[0].lowered
 
@@ -377,23 +407,23 @@ def _plain_tree(n: int):
 _ndarray = np.ndarray
 
 
-def _check_device(dev: targets.Device) -> None:
-    """Jitted code runs on the CPU only, until the CUDA backend has a runner: asking for a
-    GPU raises rather than silently computing on the CPU."""
-    if dev.kind != "cpu":
-        targets.check_available(dev)
-        raise BackendUnavailable(
-            f"jit cannot run on {dev} yet: the CUDA backend generates its kernels "
-            "(tracejit.backends.cuda) but cannot launch them in this version",
-            hint="call the function outside tj.device('cuda') blocks (or with "
-            "device='cpu'); tj.to_host(x) brings GPU arrays back")
+def _everything(node) -> bool:
+    return True
 
 
 def _finish(out):
-    """0-d results come back as NumPy scalars, as NumPy's own reductions return them."""
+    """0-d results come back as NumPy scalars, as NumPy's own reductions return them; a
+    GPU array (0-d too, as CuPy's reductions return them) stays on its device."""
     if type(out) is np.ndarray:
         return out[()] if out.ndim == 0 else out
+    if targets.device_of(out) is not None:
+        return out
     return np.asarray(out)[()]
+
+
+def _copy(out):
+    """A copy the caller owns, on the device ``out`` is on."""
+    return np.array(out) if targets.device_of(out) in (None, targets.CPU) else out.copy()
 
 
 def _first(outs):
@@ -405,13 +435,13 @@ def _finisher(out_tree, graph: Graph):
     copy = _shared_outputs(graph)
     if out_tree is pytree.LEAF:
         if copy[0]:
-            return lambda outs: _finish(np.array(outs[0]))
+            return lambda outs: _finish(_copy(outs[0]))
         if graph.outputs[0].type.shape:  # an array the runner allocated: return as is
             return _first
         return lambda outs: _finish(outs[0])
     if any(copy):
         return lambda outs: pytree.unflatten(
-            out_tree, [_finish(np.array(o) if c else o) for o, c in zip(outs, copy, strict=True)])
+            out_tree, [_finish(_copy(o) if c else o) for o, c in zip(outs, copy, strict=True)])
     return lambda outs: pytree.unflatten(out_tree, [_finish(o) for o in outs])
 
 
@@ -442,11 +472,15 @@ def jit(
     static_argnames: str | tuple[str, ...] = (),
     backend: str | None = None,
     device=None,
+    strict: bool = False,
 ):
     """Compile ``fn`` per signature. Usable as ``@jit`` or ``@jit(static_argnums=...)``.
-    ``device`` (``"cpu"``, ``"cuda:N"``) overrides the ``tj.device`` block of the call."""
+    ``device`` (``"cpu"``, ``"cuda:N"``) overrides the ``tj.device`` block of the call;
+    ``strict`` (with ``device``) makes an op the GPU cannot run an error instead of a
+    warning and a CPU fallback. ``backend`` picks the CPU compiler (``"cpu"`` or
+    ``"reference"``); ``backend="cuda"`` is ``device="cuda"``."""
     if fn is None:
         return functools.partial(jit, static_argnums=static_argnums,
                                  static_argnames=static_argnames, backend=backend,
-                                 device=device)
-    return JitFunction(fn, static_argnums, static_argnames, backend, device)
+                                 device=device, strict=strict)
+    return JitFunction(fn, static_argnums, static_argnames, backend, device, strict)

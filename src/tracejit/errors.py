@@ -103,6 +103,21 @@ class BackendUnavailable(TracejitError, RuntimeError):
     """A backend cannot run on this machine (a missing runtime library or device)."""
 
 
+class PlacementError(TracejitError, RuntimeError):
+    """An op cannot run on the device asked for with ``strict=True`` (Theano's
+    ``assert_no_cpu_op``)."""
+
+
+class KernelError(TracejitError, RuntimeError):
+    """A GPU kernel failed (found by the debug switch ``TRACEJIT_CUDA_SYNC=1``, which
+    synchronises after every launch so that the error names the kernel that caused it)."""
+
+
+class PlacementWarning(UserWarning):
+    """Ops of a function asked to run on a GPU that run on the CPU instead (with transfers
+    around them); ``strict=True`` makes this an error."""
+
+
 class DiskCacheWarning(UserWarning):
     """The on-disk compile cache was unusable (a corrupt entry, an unwritable directory).
 

@@ -11,6 +11,10 @@ shares the plain runner's compiled kernels, so profiling compiles nothing twice.
 that compiles its signature inside the block runs once more, profiled, so that the
 timings exclude compilation, which is reported per function instead. Profiled calls run
 one at a time. Outside a block the only cost is one check per call.
+
+On a GPU each step is timed to its end (the profiling runner synchronises after it), and
+the copies between devices that the placement pass inserted are summed on a line of their
+own, as in Theano's profile: bytes moved and the time it took.
 """
 
 from __future__ import annotations
@@ -43,6 +47,13 @@ class FunctionStats:
     calls: int = 0
     seconds: float = 0.0
     compile_seconds: float = 0.0  # tracing, passes, code generation, first call
+
+
+@dataclass(frozen=True)
+class TransferStats:
+    count: int  # transfer steps run
+    nbytes: int  # bytes they copied
+    seconds: float
 
 
 @dataclass
@@ -81,6 +92,15 @@ class Profile:
         """Time spent in profiled calls."""
         return sum(f.seconds for f in self._functions.values())
 
+    @property
+    def transfers(self) -> TransferStats:
+        """The copies between devices (the placement pass's transfer steps)."""
+        moved = [s for s in self._steps.values() if s.ops == "transfer"]
+        # a step's nbytes counts what it reads and what it writes: a copy's size twice
+        return TransferStats(sum(s.calls for s in moved),
+                             sum(s.nbytes // 2 * s.calls for s in moved),
+                             sum(s.seconds for s in moved))
+
     def _add(self, entry, steps, seconds: float, times) -> None:
         f = self._functions.get(entry)
         if f is None:
@@ -107,6 +127,10 @@ class Profile:
         pct = (lambda s: f"{100 * s / total:.1f}") if total else (lambda s: "-")
         head = (f"tracejit profile: {calls} calls, {1e3 * total:.3f} ms in jitted functions, "
                 f"{1e3 * compiling:.1f} ms compiling them")
+        moved = self.transfers
+        if moved.count:
+            head += (f"\ntransfers between devices: {moved.count}, {moved.nbytes / 1e6:.3f} MB, "
+                     f"{1e3 * moved.seconds:.3f} ms ({pct(moved.seconds)}% of the time)")
         functions = _columns(
             ("function", "calls", "total ms", "% time", "compile ms"),
             [(f"{f.name}({f.signature})", f.calls, f"{1e3 * f.seconds:.3f}", pct(f.seconds),

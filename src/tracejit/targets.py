@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -59,34 +60,41 @@ def parse(spec: str | Device) -> Device:
 
 class _Stack(threading.local):
     def __init__(self):
-        self.devices: list[Device] = []
+        self.entries: list[tuple[Device, bool]] = []  # (device, strict), innermost last
 
 
 _stack = _Stack()
 
 
-def device(spec: str | Device) -> contextlib.AbstractContextManager[Device]:
+def device(spec: str | Device, *, strict: bool = False
+           ) -> contextlib.AbstractContextManager[Device]:
     """Run the jitted calls in this block (this thread) on ``spec``. An unknown or
-    missing device raises here, at the ``with`` line."""
+    missing device raises here, at the ``with`` line. With ``strict``, compiling a function
+    with an op the device cannot run raises instead of running that op on the CPU."""
     global gpu_requested
     dev = parse(spec)
     check_available(dev)
     gpu_requested = gpu_requested or dev.kind != "cpu"
-    return _entered(dev)
+    return _entered(dev, strict)
 
 
 @contextlib.contextmanager
-def _entered(dev: Device) -> Iterator[Device]:
-    _stack.devices.append(dev)
+def _entered(dev: Device, strict: bool) -> Iterator[Device]:
+    _stack.entries.append((dev, strict))
     try:
         yield dev
     finally:
-        _stack.devices.pop()
+        _stack.entries.pop()
 
 
 def default_device() -> Device:
     """The innermost ``tj.device`` of this thread, else the CPU."""
-    return _stack.devices[-1] if _stack.devices else CPU
+    return _stack.entries[-1][0] if _stack.entries else CPU
+
+
+def requested() -> tuple[Device, bool]:
+    """(device, strict) of the innermost ``tj.device`` block of this thread."""
+    return _stack.entries[-1] if _stack.entries else (CPU, False)
 
 
 def devices() -> list[Device]:
@@ -127,14 +135,48 @@ def to_host(x) -> np.ndarray:
     """``x`` as a NumPy array (copied from the GPU if it lives there)."""
     if isinstance(x, np.ndarray):
         return x
-    get = getattr(x, "get", None)  # a CuPy array
-    if get is not None and type(x).__module__.startswith("cupy"):
-        return get()
+    if _is_cupy(x):
+        return x.get()
     return np.asarray(x)
+
+
+def device_of(x) -> Device | None:
+    """The device holding array ``x``: the CPU for a NumPy array, ``cuda:N`` for a CuPy
+    array; None for anything else (scalars included)."""
+    if isinstance(x, np.ndarray):
+        return CPU
+    if _is_cupy(x):
+        return Device("cuda", x.device.id)
+    return None
+
+
+def _is_cupy(x) -> bool:
+    """Whether ``x`` is a CuPy array, without importing CuPy (no CuPy array can exist
+    before CuPy is imported)."""
+    cupy = sys.modules.get("cupy")
+    return cupy is not None and isinstance(x, cupy.ndarray)
+
+
+def synchronize(spec: str | Device | None = None) -> None:
+    """Wait for the kernels launched on a GPU (``spec``, else every GPU) to finish.
+    Jitted calls on a GPU return as soon as their kernels are queued, as CuPy's do;
+    time them with a synchronize at the end. On the CPU nothing is queued."""
+    if spec is None:
+        if sys.modules.get("cupy") is None:
+            return
+        devs = devices()[1:]
+    else:
+        devs = [parse(spec)]
+    for dev in devs:
+        if dev.kind != "cpu":
+            check_available(dev)
+            _cupy().cuda.Device(dev.index).synchronize()
 
 
 @functools.cache
 def _cupy():
+    if "cupy" in sys.modules:
+        return sys.modules["cupy"]
     from importlib.util import find_spec
 
     if find_spec("cupy") is None:

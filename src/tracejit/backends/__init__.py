@@ -23,10 +23,17 @@ def get_backend(name: str) -> ModuleType:
         from . import cpu
 
         return cpu
+    if name == "cuda":
+        from . import cuda
+
+        return cuda
     raise InvalidArgument(
         f"unknown backend {name!r}", hint=f"choose one of {available_backends()}", location=None
     )
 
 
 def available_backends() -> list[str]:
-    return ["reference", "cpu"]
+    """The backends that can run here: ``cuda`` where CuPy sees a GPU."""
+    from ..targets import devices
+
+    return ["reference", "cpu"] + (["cuda"] if len(devices()) > 1 else [])

@@ -262,12 +262,16 @@ def _slice_rule(x: TensorType, *, starts, stops, steps) -> TensorType:
     return TensorType(tuple(shape), x.dtype)
 
 
-def _slice(x, *, starts, stops, steps):
-    key = tuple(
+def slice_key(starts, stops, steps) -> tuple[slice, ...]:
+    """The Python slices a ``slice`` node's normalised attributes stand for."""
+    return tuple(
         slice(a, b if b >= 0 else None, s) if slice_length(a, b, s) else slice(0, 0)
         for a, b, s in zip(starts, stops, steps, strict=True)
     )
-    return np.asarray(x)[key]
+
+
+def _slice(x, *, starts, stops, steps):
+    return np.asarray(x)[slice_key(starts, stops, steps)]
 
 
 def _concatenate_rule(*xs: TensorType, axis: int) -> TensorType:
@@ -381,6 +385,19 @@ register("full", Kind.CREATION, _full_rule,
          lambda *, shape, dtype, value: np.full(shape, value, dtype=dtype),
          "numpy.full with static shape, dtype and fill value")
 
+
+# ---------------------------------------------------------------- devices
+
+
+def _transfer(x, *, source, device):
+    from ..targets import to_device
+
+    return to_device(x, device)
+
+
+# Inserted by the placement pass where a value is used on another device than it lives on.
+register("transfer", Kind.TRANSFER, lambda x, *, source, device: x, _transfer,
+         "a copy of x from device `source` to device `device` (placement inserts these)")
 
 # ---------------------------------------------------------------- autodiff marker
 

@@ -33,13 +33,25 @@ def _call(node: Node, names: dict[Value, str]) -> str:
 
 
 def format_graph(graph: Graph) -> str:
+    """The graph as Python-like text; a placed graph shows each value's device after
+    ``@`` (inputs) and first in each line's comment (nodes)."""
     names = _names(graph)
-    params = ", ".join(f"{names[v]}: {v.type}" for v in graph.inputs)
-    rows = [(f"{names[n.out]}: {n.out.type} = {_call(n, names)}", n.loc) for n in graph.nodes]
+    place = graph.placement
+
+    def at(v: Value) -> str:
+        where = place.where(v) if place is not None else None
+        return f"@{where}" if where else ""
+
+    params = ", ".join(f"{names[v]}: {v.type}{at(v)}" for v in graph.inputs)
+    rows = []
+    for n in graph.nodes:
+        comment = [place.where(n.out)] if place is not None else []
+        comment += [n.loc.short] if n.loc else []
+        rows.append((f"{names[n.out]}: {n.out.type} = {_call(n, names)}", ", ".join(comment)))
     width = min(max((len(r) for r, _ in rows), default=0), 72)
     lines = [f"def {graph.name}({params}):"]
-    for text, loc in rows:
-        lines.append(f"    {text:<{width}}  # {loc.short}" if loc else f"    {text}")
+    for text, comment in rows:
+        lines.append(f"    {text:<{width}}  # {comment}" if comment else f"    {text}")
     outs = ", ".join(names[v] for v in graph.outputs)
     lines.append(f"    return {outs}" if graph.outputs else "    return")
     return "\n".join(lines)

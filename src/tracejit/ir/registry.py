@@ -28,6 +28,7 @@ class Kind(enum.Enum):
     STRUCTURAL = "structural"
     INDEXING = "indexing"
     CREATION = "creation"
+    TRANSFER = "transfer"
 
 
 @dataclass(frozen=True)

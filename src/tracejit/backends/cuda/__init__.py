@@ -1,10 +1,140 @@
-"""CUDA backend (in progress): CUDA C for CuPy ``RawKernel`` generated from fused kernels.
+"""CUDA backend: fused loop kernels as CUDA C for CuPy, cuBLAS and CuPy for the rest.
 
-``codegen.generate(graph)`` returns a ``CudaModule``: the source of every loop kernel and
-a description of each step's launches (function, grid, block, arguments) or library call.
-There is no runner yet, so this backend is not registered in ``backends.get_backend``.
+It compiles *placed* graphs (see ``passes/placement.py``): the nodes placed on the GPU
+become loop kernels (``codegen.py``) and library steps (``library.py``), run by a plain
+Python runner (``runner.py``); nodes placed on the CPU run the op's NumPy implementation,
+with the transfers the placement pass inserted around them. A graph's kernels form one
+CUDA module, compiled by CuPy (NVRTC) once per source and device in this process; CuPy
+keeps the compiled code in its own on-disk kernel cache, so a new process skips NVRTC.
+
+``TRACEJIT_CUDA_SYNC=1`` (read when a function compiles) makes the runner synchronise
+after every kernel, so an error names the kernel that caused it, as
+``CUDA_LAUNCH_BLOCKING=1`` does for CUDA itself.
 """
 
+from __future__ import annotations
+
+import builtins
+import linecache
+import math
+import os
+import threading
+import time
+
+import numpy as np
+
+from ... import targets
+from ...errors import IndexOutOfBounds, InvalidValue, IRError, KernelError, ScalarOverflow
+from ...ir import Graph, Node
+from . import library, runner
 from .codegen import CudaModule, fusible, generate
 
-__all__ = ["CudaModule", "fusible", "generate"]
+__all__ = ["CudaModule", "compile", "fusible", "generate", "profiled", "source", "supports"]
+
+NAME = "cuda"
+_TYPED = ((IndexError, IndexOutOfBounds), (OverflowError, ScalarOverflow),
+          (ArithmeticError, InvalidValue), (ValueError, InvalidValue))
+
+
+def supports(node: Node) -> bool:
+    """Whether the GPU computes ``node`` (the placement pass runs the rest on the CPU)."""
+    return fusible(node) or library.supported(node)
+
+
+def _module(graph: Graph) -> CudaModule:
+    place = graph.placement
+    return generate(graph, on_device=lambda n: place is None or place.on_target(n.out))
+
+
+def source(graph: Graph) -> str:
+    """The CUDA C of the graph's kernels, then the Python runner that launches them."""
+    module = _module(graph)
+    return module.source + "\n\n" + runner.generate(graph, module, debug=debug_sync()).source
+
+
+def debug_sync() -> bool:
+    return os.environ.get("TRACEJIT_CUDA_SYNC", "") not in ("", "0")
+
+
+_modules: dict[tuple[str, int], object] = {}  # (source, device) -> RawModule
+_lock = threading.Lock()
+
+
+def _raw_module(cupy, src: str, index: int):
+    """The compiled module of ``src`` on GPU ``index``: NVRTC once per process (and CuPy's
+    disk cache across processes)."""
+    with _lock:
+        mod = _modules.get((src, index))
+        if mod is None:
+            with cupy.cuda.Device(index):
+                mod = cupy.RawModule(code=src)
+            _modules[src, index] = mod
+        return mod
+
+
+def compile(graph: Graph, profile: bool = False, *, reuse=None):
+    """The runner ``run(*leaves) -> list`` of a placed graph (see ``backends/__init__``)."""
+    place = graph.placement
+    if place is None or place.target.kind != "cuda":
+        raise IRError("the CUDA backend compiles graphs placed on a GPU")
+    cupy = targets._cupy()
+    index = place.target.index
+    module = _module(graph)
+    code = runner.generate(graph, module, cupy, profile, debug_sync())
+    locations = code.namespace["locations"]
+    steps = code.namespace["steps"]
+    dev = cupy.cuda.Device(index)
+
+    def located(e: Exception, step: int):
+        typed = next(t for base, t in _TYPED if isinstance(e, base))
+        return typed(str(e), location=locations[step] if step >= 0 else None)
+
+    def operand(x, dtype, shape):
+        """A kernel's array operand: C-contiguous, of the dtype and shape it was built for."""
+        x = cupy.ascontiguousarray(x, dtype)
+        if x.shape != shape:  # ascontiguousarray makes a 0-d array 1-d
+            if x.size != math.prod(shape):
+                raise IRError(f"a step returned shape {x.shape} where the IR says {shape}")
+            x = x.reshape(shape)
+        return x
+
+    def check(step: int) -> None:
+        try:
+            dev.synchronize()
+        except Exception as e:  # CuPy's CUDARuntimeError / CUDADriverError
+            raise KernelError(f"{steps[step].name} ({steps[step].ops}) failed on "
+                              f"{place.target}: {e}", location=locations[step]) from None
+
+    if reuse is not None:
+        kernels = reuse.kernels
+    else:
+        raw = _raw_module(cupy, module.source, index) if code.kernel_names else None
+        with dev:
+            kernels = {k: raw.get_function(k) for k in code.kernel_names}
+    namespace = dict(code.namespace, located=located, operand=operand, check=check,
+                     device=dev, empty=cupy.empty, to_host=targets.to_host,
+                     to_device=lambda x: cupy.asarray(
+                         x if targets.device_of(x) is not None else np.asarray(x)), sync=dev.synchronize, clock=time.perf_counter,
+                     record=_ignore, **kernels)
+    with dev:  # constants used on the GPU are copied there once, here
+        for name in code.device_constants:
+            namespace[name] = cupy.asarray(namespace[name])
+    filename = f"<tracejit cuda runner: {graph.name} {id(code):x}>"
+    linecache.cache[filename] = (len(code.source), None, code.source.splitlines(True), filename)
+    exec(builtins.compile(code.source, filename, "exec"), namespace)
+    run = namespace["run"]
+    run.steps = steps
+    run.namespace = namespace
+    run.kernels = kernels
+    run.source = module.source
+    return run
+
+
+def profiled(graph: Graph, run):
+    """A profiling runner for ``graph`` sharing ``run``'s compiled kernels."""
+    return compile(graph, profile=True, reuse=run)
+
+
+def _ignore(step: int, seconds: float) -> None:
+    pass
+

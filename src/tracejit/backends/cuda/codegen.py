@@ -334,13 +334,18 @@ class _Emitter:
             lines.append(f"const {self.I} i{d} = {e};")
         return lines
 
+    def shuffle_down(self, n: int, node: Node) -> str:
+        """A warp's tree reduction of ``acc<n>``. The shuffle is a statement of its own:
+        inside a short-circuit ``||`` (bool any/max) a lane could skip it, and every lane
+        of the mask must execute a shuffle."""
+        T = ops.ctype(node.out.type.dtype)
+        return (f"for (int o = 16; o > 0; o >>= 1) {{ const {T} t = tj_shfl_down(acc{n}, o); "
+                f"acc{n} = {self.combine(node, f'acc{n}', 't')}; }}")
+
     def group_reduce(self, reds: list[Node], group: str) -> list[str]:
         """Combine every thread's ``acc<n>`` over a warp (``group == "warp"``) or the
         block; afterwards every thread of the group holds the result."""
-        lines = []
-        for n, node in reds:
-            lines.append(f"for (int o = 16; o > 0; o >>= 1) "
-                         f"acc{n} = {self.combine(node, f'acc{n}', f'tj_shfl_down(acc{n}, o)')};")
+        lines = [self.shuffle_down(n, node) for n, node in reds]
         if group == "warp":
             return lines + [f"acc{n} = tj_shfl_first(acc{n});  // every lane gets the result"
                             for n, _ in reds]
@@ -350,8 +355,7 @@ class _Emitter:
         lines += ["}", "__syncthreads();", "if (warp == 0) {  // the first warp combines them"]
         for n, node in reds:
             lines += [f"  acc{n} = lane < {nw} ? sh{n}[lane] : {_identity(node)};",
-                      f"  for (int o = 16; o > 0; o >>= 1) "
-                      f"acc{n} = {self.combine(node, f'acc{n}', f'tj_shfl_down(acc{n}, o)')};",
+                      "  " + self.shuffle_down(n, node),
                       f"  if (lane == 0) sh{n}[{nw}] = acc{n};"]
         lines += ["}", "__syncthreads();"]
         lines += [f"acc{n} = sh{n}[{nw}];" for n, _ in reds]

@@ -1,0 +1,435 @@
+"""Emulated device arrays (``cupy.ndarray``) and the CuPy array functions of the subset.
+
+A device array is a NumPy array over a "device allocation": a host buffer aligned to 256
+bytes (as ``cudaMalloc``'s are) with guard bytes on both sides, which kernel launches check
+afterwards. Views share the allocation, as CuPy's do. Every operation that CuPy runs as a
+kernel (copies, reductions, ``matmul``, fancy indexing) requires its arrays on the current
+device and raises CuPy's ValueError otherwise; views (basic slicing, ``reshape`` without a
+copy, ``transpose``, ``broadcast_to``) do not. NumPy inputs are refused with TypeError
+where real CuPy would take them only through an implicit host-to-device copy (or not at
+all): the runner must ``cupy.asarray`` host data explicitly, and that is counted.
+"""
+
+from __future__ import annotations
+
+import builtins
+import operator
+
+import numpy as np
+
+from . import _state
+from ._state import stats
+
+ALIGN = 256  # cudaMalloc's alignment
+GUARD = 256  # guard bytes before and after every allocation
+_GUARD_BYTE = 0xCB
+_POISON = 0xFF  # cupy.empty: NaN for floats, -1 for ints (uninitialised memory is not zero)
+SUPPORTED_DTYPES = "?bhilqBHILQefdFD"  # CuPy's array dtypes (NumPy type chars)
+_scalar_types = (int, float, complex, bool, np.generic)
+
+
+class _Allocation:
+    """One device allocation: ``view`` is its ``nbytes`` usable bytes."""
+
+    __slots__ = ("raw", "start", "nbytes", "view")
+
+    def __init__(self, nbytes: int):
+        self.raw = np.empty(nbytes + ALIGN + 2 * GUARD, np.uint8)
+        self.start = GUARD + (-(self.raw.ctypes.data + GUARD)) % ALIGN
+        self.nbytes = nbytes
+        self.raw[:self.start] = _GUARD_BYTE
+        self.raw[self.start + nbytes:] = _GUARD_BYTE
+        self.view = self.raw[self.start:self.start + nbytes]
+
+    def intact(self) -> bool:
+        return bool((self.raw[:self.start] == _GUARD_BYTE).all() and
+                    (self.raw[self.start + self.nbytes:] == _GUARD_BYTE).all())
+
+
+def _device_error(dev: int, cur: int) -> ValueError:
+    return ValueError("Array device must be same as the current device: "
+                      f"array device = {dev} while current = {cur}")
+
+
+def _alloc(shape, dtype, order: str = "C", fill: int | None = None) -> ndarray:
+    """A new array on the current device (C or F order), its bytes ``fill`` (or poison)."""
+    dtype = _dtype(dtype)
+    shape = _shape(shape)
+    size = 1
+    for n in shape:
+        size *= n
+    mem = _Allocation(size * dtype.itemsize)
+    mem.view[...] = _POISON if fill is None else fill
+    host = np.ndarray(shape, dtype, buffer=mem.view, order=order)
+    return ndarray._wrap(host, _state.current(), mem)
+
+
+def _new(result, order: str = "C") -> ndarray:
+    """A device array on the current device holding ``result`` (computed "on the device")."""
+    result = np.asarray(result)
+    out = _alloc(result.shape, result.dtype, order)
+    np.copyto(out._a, result)
+    return out
+
+
+def _dtype(dtype) -> np.dtype:
+    dt = np.dtype(dtype)
+    if dt.char not in SUPPORTED_DTYPES:
+        raise ValueError(f"Unsupported dtype {dt}")
+    return dt
+
+
+def _shape(shape) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    shape = tuple(operator.index(n) for n in shape)
+    if any(n < 0 for n in shape):
+        raise ValueError("negative dimensions are not allowed")
+    return shape
+
+
+def _operand(x, what: str) -> np.ndarray:
+    """The host array of device array ``x``, which must be on the current device."""
+    if not isinstance(x, ndarray):
+        raise TypeError(f"cudasim: {what} takes device arrays (cupy.ndarray), got "
+                        f"{type(x).__module__}.{type(x).__qualname__}")
+    cur = _state.current()
+    if x._dev != cur:
+        raise _device_error(x._dev, cur)
+    return x._a
+
+
+class _Flags:
+    __slots__ = ("c_contiguous",)
+
+    def __init__(self, c: bool):
+        self.c_contiguous = c
+
+    def __repr__(self) -> str:
+        return f"  C_CONTIGUOUS : {self.c_contiguous}"
+
+
+class _MemoryPointer:
+    __slots__ = ("ptr",)
+
+    def __init__(self, ptr: int):
+        self.ptr = ptr
+
+
+class ndarray:
+    """``cupy.ndarray``: a host NumPy array standing for device memory, and its device.
+    ``ndarray(shape, dtype=float)`` allocates (uninitialised) on the current device."""
+
+    __slots__ = ("_a", "_dev", "_mem")
+    __hash__ = None  # as CuPy's (it defines ==)
+
+    def __init__(self, shape, dtype=float):
+        new = _alloc(shape, dtype)
+        self._a, self._dev, self._mem = new._a, new._dev, new._mem
+
+    @classmethod
+    def _wrap(cls, host: np.ndarray, dev: int, mem: _Allocation) -> ndarray:
+        x = object.__new__(cls)
+        x._a, x._dev, x._mem = host, dev, mem
+        return x
+
+    def _view(self, host: np.ndarray) -> ndarray:
+        return ndarray._wrap(host, self._dev, self._mem)
+
+    # ------------------------------------------------------------ attributes
+
+    shape = property(lambda self: self._a.shape)
+    dtype = property(lambda self: self._a.dtype)
+    ndim = property(lambda self: self._a.ndim)
+    size = property(lambda self: self._a.size)
+    nbytes = property(lambda self: self._a.nbytes)
+    strides = property(lambda self: self._a.strides)
+    flags = property(lambda self: _Flags(bool(self._a.flags.c_contiguous)))
+    data = property(lambda self: _MemoryPointer(self._a.__array_interface__["data"][0]))
+    T = property(lambda self: self.transpose())
+
+    @property
+    def device(self):
+        from ._cuda import Device
+
+        return Device(self._dev)
+
+    # ------------------------------------------------------------ copies
+
+    def get(self) -> np.ndarray:
+        """A NumPy copy of the array (a device-to-host transfer; works from any device)."""
+        a = self._a
+        out = a.copy(order="F" if a.flags.f_contiguous and not a.flags.c_contiguous else "C")
+        stats._count("d2h", out.nbytes)
+        return out
+
+    def copy(self, order: str = "C") -> ndarray:
+        """A copy on the current device (a device-to-device transfer if this array lives
+        on another one, as CuPy does)."""
+        if order not in ("C", "F"):
+            raise NotImplementedError("cudasim: copy(order) supports 'C' and 'F'")
+        cur = _state.current()
+        if self._dev != cur:
+            stats._count("d2d", self.nbytes)
+        return _new(self._a, order)
+
+    def astype(self, dtype, copy: bool = True) -> ndarray:
+        dtype = _dtype(dtype)
+        if not copy and dtype == self.dtype:
+            return self
+        a = _operand(self, "astype")
+        keep_f = a.flags.f_contiguous and not a.flags.c_contiguous
+        return _new(a.astype(dtype), "F" if keep_f else "C")
+
+    # ------------------------------------------------------------ views
+
+    def reshape(self, *shape) -> ndarray:
+        """A view when NumPy can make one, else a copy (on the current device)."""
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = shape[0]
+        r = self._a.reshape(shape)
+        if r.size == 0 or np.may_share_memory(r, self._a):
+            return self._view(r)
+        return _new(_operand(self, "reshape (a copy)").reshape(shape))
+
+    def transpose(self, *axes) -> ndarray:
+        if len(axes) == 1 and (axes[0] is None or not isinstance(axes[0], (int, np.integer))):
+            axes = axes[0]
+        return self._view(self._a.transpose(axes or None))
+
+    def __getitem__(self, key) -> ndarray:
+        key, fancy = _index(self, key)
+        if not fancy:
+            return self._view(self._a[key])
+        a = _operand(self, "integer-array indexing")
+        return _new(a[key])
+
+    # ------------------------------------------------------------ Python protocols
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return repr(self._a)
+
+    def __str__(self) -> str:
+        return str(self._a)
+
+    def __bool__(self) -> bool:
+        raise TypeError("cudasim: the truth value of a device array needs a device-to-host "
+                        "copy; call .get() explicitly")
+
+    def __eq__(self, other):
+        raise TypeError("cudasim: device arrays have no operators; compare x.get()")
+
+    __ne__ = __eq__
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError("Implicit conversion to a NumPy array is not allowed. "
+                        "Please use `.get()` to construct a NumPy array explicitly.")
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return NotImplemented
+
+    def __array_function__(self, func, types, args, kwargs):
+        return NotImplemented
+
+
+ndarray.__module__ = "cupy"
+
+
+def _index(x: ndarray, key):
+    """The NumPy index for ``x[key]`` and whether it is advanced (integer or boolean
+    arrays). Index arrays must be device arrays on the current device; integer ones wrap
+    around modulo the axis length, as CuPy's indexing does (NumPy raises IndexError)."""
+    key = key if isinstance(key, tuple) else (key,)
+    if builtins.sum(k is Ellipsis for k in key) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+
+    def used(k) -> int:
+        if k is None or k is Ellipsis or isinstance(k, (bool, np.bool_)):
+            return 0
+        if isinstance(k, ndarray) and k.dtype == np.bool_:
+            return k.ndim
+        return 1
+
+    total = builtins.sum(used(k) for k in key)
+    if total > x.ndim:
+        raise IndexError(f"too many indices for array: array is {x.ndim}-dimensional, "
+                         f"but {total} were indexed")
+    out, dim, fancy = [], 0, False
+    for k in key:
+        if isinstance(k, (list, np.ndarray)):
+            raise TypeError("cudasim: index arrays must be device arrays (cupy.asarray them "
+                            "first); CuPy would copy this host index to the device implicitly")
+        if k is Ellipsis:
+            dim += x.ndim - total
+        elif isinstance(k, ndarray):
+            h = _operand(k, "indexing with an array")
+            fancy = True
+            if h.dtype == np.bool_:
+                dim += h.ndim
+            elif h.dtype.kind not in "iu":
+                raise IndexError("arrays used as indices must be of integer (or boolean) type")
+            else:
+                n = x.shape[dim]
+                if n == 0 and h.size:
+                    raise IndexError("cannot do a non-empty take from an empty axes.")
+                k = np.mod(h, n) if n else h  # CuPy wraps out-of-range indices around
+                dim += 1
+        elif k is not None:
+            dim += used(k)
+        out.append(k)
+    if not fancy and Ellipsis not in out:
+        out.append(Ellipsis)  # integers give a 0-d view, as in CuPy, not a NumPy scalar
+    return tuple(out), fancy
+
+
+# ---------------------------------------------------------------- creation
+
+
+def asarray(a, dtype=None) -> ndarray:
+    """``a`` on the current device: a device array there (of ``dtype``) is returned as is;
+    one on another device is copied here (device to device); anything else is converted
+    with NumPy and copied from the host (host to device)."""
+    if isinstance(a, ndarray):
+        if a._dev == _state.current():
+            return a if dtype is None else a.astype(dtype, copy=False)
+        stats._count("d2d", a.nbytes)
+        moved = _new(a._a, "F" if a._a.flags.f_contiguous and not a._a.flags.c_contiguous
+                     else "C")
+        return moved if dtype is None else moved.astype(dtype, copy=False)
+    if isinstance(a, (list, tuple)) and any(isinstance(e, ndarray) for e in _flatten(a)):
+        raise TypeError("cudasim: asarray of a sequence holding device arrays is not "
+                        "emulated; use cupy.concatenate or build it on the host")
+    order = "F" if isinstance(a, np.ndarray) and a.flags.f_contiguous and \
+        not a.flags.c_contiguous else "C"
+    host = np.asarray(a, dtype=dtype, order=order)
+    out = _new(host.astype(_dtype(host.dtype), copy=False), order)
+    stats._count("h2d", out.nbytes)
+    return out
+
+
+def _flatten(seq):
+    for e in seq:
+        if isinstance(e, (list, tuple)):
+            yield from _flatten(e)
+        else:
+            yield e
+
+
+def ascontiguousarray(a, dtype=None) -> ndarray:
+    """``a`` itself if C-contiguous (and of ``dtype``), else a C-contiguous copy on the
+    current device. A 0-d array comes back with shape (1,), as in CuPy and NumPy."""
+    if not isinstance(a, ndarray):
+        raise TypeError(f"Argument 'a' has incorrect type (expected cupy.ndarray, got "
+                        f"{type(a).__name__})")
+    dtype = a.dtype if dtype is None else _dtype(dtype)
+    if dtype == a.dtype and a.flags.c_contiguous:
+        return a._view(a._a.reshape(1)) if a.ndim == 0 else a
+    host = _operand(a, "ascontiguousarray (a copy)")
+    return _new((host.reshape(1) if a.ndim == 0 else host).astype(dtype, copy=False))
+
+
+def empty(shape, dtype=float) -> ndarray:
+    """Uninitialised memory on the current device (floats read NaN, ints -1)."""
+    return _alloc(shape, dtype)
+
+
+def zeros(shape, dtype=float) -> ndarray:
+    return _alloc(shape, dtype, fill=0)
+
+
+def full(shape, fill_value, dtype=None) -> ndarray:
+    if isinstance(fill_value, ndarray):
+        value = _operand(fill_value, "full")
+        dtype = fill_value.dtype if dtype is None else dtype
+    else:
+        _check_host_scalar(fill_value, "full's fill_value")
+        value = fill_value
+        dtype = np.array(fill_value).dtype if dtype is None else dtype
+    out = _alloc(shape, dtype)
+    out._a[...] = value
+    return out
+
+
+def _check_host_scalar(v, what: str) -> None:
+    if not isinstance(v, _scalar_types):
+        raise TypeError(f"cudasim: {what} must be a scalar or a device array, got "
+                        f"{type(v).__name__} (CuPy would copy it from the host)")
+
+
+# ---------------------------------------------------------------- library calls
+
+
+def matmul(a, b) -> ndarray:
+    return _new(np.matmul(_operand(a, "matmul"), _operand(b, "matmul")))
+
+
+def broadcast_to(x, shape) -> ndarray:
+    """A view (zero strides; not C-contiguous unless nothing is broadcast)."""
+    if not isinstance(x, ndarray):
+        raise TypeError(f"cudasim: broadcast_to takes a device array, got {type(x).__name__}")
+    return x._view(np.broadcast_to(x._a, _shape(shape)))
+
+
+def concatenate(arrays, axis=0) -> ndarray:
+    hosts = [_operand(a, "concatenate") for a in arrays]
+    return _new(np.concatenate(hosts, axis=axis))
+
+
+def pad(array, pad_width, mode="constant", constant_values=0) -> ndarray:
+    if mode != "constant":
+        raise NotImplementedError("cudasim: pad emulates mode='constant' only")
+    _check_host_scalar(constant_values, "pad's constant_values")
+    return _new(np.pad(_operand(array, "pad"), pad_width, mode="constant",
+                       constant_values=constant_values))
+
+
+def _reduction(fn, name, with_dtype: bool):
+    if with_dtype:
+        def reduce(a, axis=None, dtype=None, *, keepdims=False) -> ndarray:
+            return _new(fn(_operand(a, name), axis=axis, dtype=dtype, keepdims=keepdims))
+    else:
+        def reduce(a, axis=None, *, keepdims=False) -> ndarray:
+            return _new(fn(_operand(a, name), axis=axis, keepdims=keepdims))
+    reduce.__name__ = reduce.__qualname__ = name
+    reduce.__doc__ = f"``cupy.{name}``: a device array (0-d for a full reduction)."
+    return reduce
+
+
+FUNCTIONS = {
+    "asarray": asarray, "ascontiguousarray": ascontiguousarray, "empty": empty,
+    "zeros": zeros, "full": full, "matmul": matmul, "broadcast_to": broadcast_to,
+    "concatenate": concatenate, "pad": pad,
+    "sum": _reduction(np.sum, "sum", True), "prod": _reduction(np.prod, "prod", True),
+    "max": _reduction(np.max, "max", False), "min": _reduction(np.min, "min", False),
+    "any": _reduction(np.any, "any", False), "all": _reduction(np.all, "all", False),
+    "argmax": _reduction(np.argmax, "argmax", False),
+    "argmin": _reduction(np.argmin, "argmin", False),
+}
+
+_SCATTER_ADD_DTYPES = {np.dtype(t) for t in (np.int32, np.float16, np.float32, np.float64,
+                                             np.uint32, np.uint64)}
+
+
+def scatter_add(a, slices, value) -> None:
+    """``cupyx.scatter_add``: ``np.add.at(a, slices, value)`` in place; integer index
+    arrays wrap around; with one, ``a``'s dtype must have a CUDA atomicAdd (CuPy's list)."""
+    host = _operand(a, "scatter_add")
+    key, fancy = _index(a, slices)
+    has_int_array = any(isinstance(k, np.ndarray) and k.dtype != np.bool_ for k in key)
+    if has_int_array and a.dtype not in _SCATTER_ADD_DTYPES:
+        raise TypeError("scatter_add only supports int32, float16, float32, float64, "
+                        "uint32, uint64, as data type")
+    if isinstance(value, ndarray):
+        v = _operand(value, "scatter_add")
+    else:
+        _check_host_scalar(value, "scatter_add's value")
+        v = value
+    v = np.asarray(v).astype(a.dtype, copy=False)
+    if not fancy:
+        key = key[:-1] if key and key[-1] is Ellipsis else key
+    np.add.at(host, key, v)

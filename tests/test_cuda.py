@@ -1,0 +1,270 @@
+"""The CUDA backend end to end: placement, transfers, the runner, library steps, errors,
+synchronisation, profiling and gradients on a GPU.
+
+Where no GPU is present these tests run on ``cudasim`` (tests/cudasim), an emulated CuPy
+that compiles the generated CUDA C with g++ and runs each block's threads as OS threads;
+on a machine whose CuPy sees a GPU (TRACEJIT_TEST_REAL_GPU=1) they run on the real one.
+"""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit import targets
+from tracejit.errors import IndexOutOfBounds, KernelError, PlacementError, PlacementWarning
+
+REAL = os.environ.get("TRACEJIT_TEST_REAL_GPU", "") not in ("", "0")
+if not REAL:
+    import cudasim
+
+
+def _forget_cupy():
+    targets._cupy.cache_clear()
+    targets._gpu_count.cache_clear()
+
+
+@pytest.fixture
+def cp(monkeypatch):
+    """CuPy (or its emulation, with two GPUs), and a fresh device state afterwards."""
+    monkeypatch.setattr(targets, "gpu_requested", False)
+    if REAL:
+        import cupy
+
+        yield cupy
+        return
+    with cudasim.installed(scheduler="fibers") as cupy:
+        cudasim.set_device_count(2)
+        _forget_cupy()
+        yield cupy
+    _forget_cupy()
+
+
+def transfers(stats):
+    return stats.h2d, stats.d2h
+
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((64, 33)).astype(np.float32)
+
+
+def host(x):
+    return tj.to_host(x)
+
+
+def test_resident_data_stays_on_the_gpu(cp):
+    f = tj.jit(lambda x: np.exp(x) * 2.0 + 1.0)
+    x = tj.to_device(X, "cuda")
+    assert isinstance(x, cp.ndarray)
+    with tj.device("cuda"):
+        if not REAL:
+            cudasim.stats.reset()
+        y = f(x)
+        y2 = f(x)
+    assert isinstance(y, cp.ndarray) and y.device.id == 0
+    if not REAL:  # nothing copied either way: the kernels read and write device memory
+        assert transfers(cudasim.stats) == (0, 0) and cudasim.stats.launches == 2
+    tj.synchronize()
+    np.testing.assert_allclose(host(y), np.exp(X) * 2 + 1, rtol=1e-6)
+    np.testing.assert_array_equal(host(y2), host(y))
+    assert f.cache_info().misses == 1
+
+
+def test_host_inputs_are_transferred_by_visible_nodes(cp):
+    f = tj.jit(lambda x, W, b: np.tanh(x @ W + b))
+    W = RNG.standard_normal((33, 5)).astype(np.float32)
+    b = np.zeros(5, np.float32)
+    with tj.device("cuda"):
+        y = f(X, W, b)
+        low = f.lower(X, W, b)
+    assert isinstance(y, cp.ndarray)
+    np.testing.assert_allclose(host(y), np.tanh(X @ W + b), rtol=1e-5, atol=1e-6)
+    text = low.optimized_ir
+    assert text.count("transfer(") == 3 and "source='cpu', device='cuda:0'" in text
+    assert "x: f32[64,33]@cpu" in text and "# cuda:0," in text
+    assert low.backend == "cuda"
+    src = low.source
+    assert 'extern "C" __global__' in src and "def run(" in src and "lib" in src
+
+
+@pytest.mark.parametrize("shape", [(5, 7), (300, 1000), (3, 1500), (1, 40)])
+def test_row_softmax_and_logsumexp_are_one_kernel_each(cp, shape):
+    x = RNG.standard_normal(shape).astype(np.float32) * 4
+
+    def softmax(x):
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    def lse(x):
+        m = x.max(axis=1, keepdims=True)
+        return (m + np.log(np.exp(x - m).sum(axis=1, keepdims=True)))[:, 0]
+
+    with tj.device("cuda"):
+        got = [host(tj.jit(fn)(tj.to_device(x, "cuda"))) for fn in (softmax, lse)]
+    np.testing.assert_allclose(got[0], softmax(x), rtol=2e-5, atol=1e-7)
+    np.testing.assert_allclose(got[1], lse(x), rtol=2e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("n", [0, 1, 1000, 300_001])
+def test_full_reductions_in_one_or_two_stages(cp, n):
+    x = RNG.standard_normal(n)
+    f = tj.jit(lambda x: ((x * x).sum(), np.abs(x).min() if n else x.sum(), (x > 0).any()))
+    with tj.device("cuda"):
+        s, m, a = f(tj.to_device(x, "cuda"))
+    assert s.shape == () and isinstance(s, cp.ndarray)  # a 0-d array, as CuPy returns
+    np.testing.assert_allclose(host(s), (x * x).sum(), rtol=1e-12)
+    assert host(m) == (np.abs(x).min() if n else 0.0) and host(a) == (x > 0).any()
+
+
+def test_column_reductions_ints_and_bools(cp):
+    a = RNG.integers(-50, 50, (40, 30)).astype(np.int32)
+    f = tj.jit(lambda a: (a.sum(axis=0), (a > 3).all(axis=0), np.abs(a).max(axis=0),
+                          (a // 7) % 5))
+    with tj.device("cuda"):
+        got = [host(o) for o in f(a)]
+    want = [a.sum(axis=0), (a > 3).all(axis=0), np.abs(a).max(axis=0), (a // 7) % 5]
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+
+
+def test_scalars_pass_by_value(cp):
+    f = tj.jit(lambda x, s, t: x * s + t)
+    with tj.device("cuda"):
+        y = f(tj.to_device(X, "cuda"), 3.0, np.float32(0.5))
+    np.testing.assert_allclose(host(y), X * 3 + np.float32(0.5), rtol=1e-6)
+
+
+def test_gather_raises_like_numpy_for_an_index_out_of_range(cp):
+    f = tj.jit(lambda x, i: x[i] * 2)
+    x = tj.to_device(X, "cuda")
+    with tj.device("cuda"):
+        ok = f(x, tj.to_device(np.array([0, -1, 5]), "cuda"))
+        np.testing.assert_array_equal(host(ok), X[[0, -1, 5]] * 2)
+        with pytest.raises(IndexOutOfBounds, match="index 64 is out of bounds for axis 0 "
+                           "with size 64") as info:
+            f(x, tj.to_device(np.array([1, 64]), "cuda"))
+    assert info.value.location.filename == __file__
+
+
+def test_gradient_of_a_gather_scatters_on_the_gpu(cp):
+    idx = np.array([1, 3, 1, 0])
+    g = tj.jit(tj.grad(lambda x, i: (x[i] ** 2).sum()))
+    x = RNG.standard_normal(5)
+    with tj.device("cuda"):
+        got = host(g(tj.to_device(x, "cuda"), tj.to_device(idx, "cuda")))
+    want = np.zeros(5)
+    np.add.at(want, idx, 2 * x[idx])
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_an_op_the_gpu_cannot_run_falls_back_with_one_warning(cp):
+    def f(x, b):
+        return np.exp(x).sum(axis=1) + (b * b).astype(np.float32)
+
+    b = np.arange(64, dtype=np.uint8)
+    with tj.device("cuda"), pytest.warns(PlacementWarning, match=r"f: ops multiply \(elementwise, "
+                                         r"uint8\) \(at test_cuda.py:\d+\), convert .* cannot "
+                                         "run on cuda:0 and will run on the CPU"):
+        y = tj.jit(f)(tj.to_device(X, "cuda"), b)
+    assert isinstance(y, cp.ndarray)
+    np.testing.assert_allclose(host(y), f(X, b), rtol=1e-5)
+    with tj.device("cuda", strict=True), pytest.raises(PlacementError, match="strict placement"):
+        tj.jit(f)(tj.to_device(X, "cuda"), b)
+    with pytest.raises(PlacementError):
+        tj.jit(f, device="cuda", strict=True)(X, b)
+
+
+def test_gpu_inputs_to_a_cpu_function_come_back_explicitly(cp):
+    f = tj.jit(lambda x: np.sqrt(np.abs(x)))
+    y = f(tj.to_device(X, "cuda"))
+    assert type(y) is np.ndarray
+    np.testing.assert_allclose(y, np.sqrt(np.abs(X)), rtol=1e-6)
+    assert "transfer(x, source='cuda:0', device='cpu')" in f.lower(tj.to_device(X, "cuda")) \
+        .optimized_ir
+
+
+def test_second_gpu_and_per_device_cache_entries(cp):
+    f = tj.jit(lambda x: x + 1)
+    with tj.device("cuda:1"):
+        y = f(tj.to_device(X, "cuda:1"))
+    assert y.device.id == 1
+    with tj.device("cuda:0"):
+        z = f(tj.to_device(X, "cuda:1"))  # lives on GPU 1, computed on GPU 0: a copy
+    assert z.device.id == 0 and f.cache_info().signatures == 2
+    np.testing.assert_array_equal(host(y), host(z))
+    pinned = tj.jit(lambda x: x * 2, device="cuda:1")
+    assert pinned(X).device.id == 1
+
+
+def test_returned_inputs_are_copies_on_the_device(cp):
+    f = tj.jit(lambda x: (x, x.T))
+    x = tj.to_device(X, "cuda")
+    with tj.device("cuda"):
+        a, t = f(x)
+    assert a is not x and isinstance(a, cp.ndarray)
+    np.testing.assert_array_equal(host(t), X.T)
+
+
+def test_profile_counts_transfers(cp):
+    f = tj.jit(lambda x: np.exp(x).sum())
+    with tj.device("cuda"):
+        f(X)
+        with tj.profile() as p:
+            for _ in range(3):
+                f(X)
+    moved = p.transfers
+    assert moved.count == 3 and moved.nbytes == 3 * X.nbytes
+    assert "transfers between devices: 3, 0.025 MB" in str(p)
+
+
+def test_debug_switch_names_the_failing_kernel(cp, monkeypatch):
+    monkeypatch.setenv("TRACEJIT_CUDA_SYNC", "1")
+    f = tj.jit(lambda x: np.log(x) + 1)
+    x = tj.to_device(np.ones(8, np.float32), "cuda")
+    with tj.device("cuda"):
+        assert "check(0)" in f.lower(x).source
+        f(x)
+
+        def broken(self):
+            raise cp.cuda.runtime.CUDARuntimeError(700)  # cudaErrorIllegalAddress
+
+        monkeypatch.setattr(type(cp.cuda.Device(0)), "synchronize", broken)
+        g = tj.jit(lambda x: np.log(x) * 3)
+        with pytest.raises(KernelError, match=r"kernel0 \(log, multiply\) failed on "
+                           "cuda:0: .*illegal") as info:
+            g(x)
+    assert info.value.location.filename == __file__
+
+
+def test_the_tutorial_network_trains_on_the_gpu(cp):
+    """examples/two_moons.py: parameters and data resident on the GPU, 20 steps, the same
+    parameters as on the CPU."""
+    from pathlib import Path
+
+    from tracejit.datasets import make_moons
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    import two_moons as tm
+
+    X_, y = make_moons(500, 0.20, np.random.default_rng(0))
+    Y = np.eye(2)[y]
+    step = tj.jit(tm.train_step.__wrapped__)
+    cpu = tm.init_params(np.float64)
+    gpu = {k: tj.to_device(v, "cuda") for k, v in cpu.items()}
+    X_dev, Y_dev = tj.to_device(X_, "cuda"), tj.to_device(Y, "cuda")
+    with tj.device("cuda"):
+        gpu = step(gpu, X_dev, Y_dev)  # compiles, and copies its constants to the GPU once
+        if not REAL:
+            cudasim.stats.reset()
+        for _ in range(19):
+            gpu = step(gpu, X_dev, Y_dev)
+    if not REAL:
+        assert transfers(cudasim.stats) == (0, 0)
+    for _ in range(20):
+        cpu = step(cpu, X_, Y)
+    for k in cpu:
+        assert isinstance(gpu[k], cp.ndarray)
+        np.testing.assert_allclose(host(gpu[k]), cpu[k], rtol=1e-9, atol=1e-12, err_msg=k)
