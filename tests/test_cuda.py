@@ -268,3 +268,16 @@ def test_the_tutorial_network_trains_on_the_gpu(cp):
     for k in cpu:
         assert isinstance(gpu[k], cp.ndarray)
         np.testing.assert_allclose(host(gpu[k]), cpu[k], rtol=1e-9, atol=1e-12, err_msg=k)
+
+
+def test_argmax_and_argmin_pick_the_first_nan_as_numpy_does(cp):
+    x = RNG.standard_normal((6, 9))
+    x[1, 4] = x[1, 7] = np.nan
+    x[3, 0] = np.nan
+    x[5] = x[5, 2]  # ties: the first occurrence
+    f = tj.jit(lambda x: (x.argmax(axis=1), x.argmin(axis=0), np.argmax(x), x.argmin(1)))
+    with tj.device("cuda", strict=True):
+        got = [host(o) for o in f(tj.to_device(x, "cuda"))]
+    want = [x.argmax(axis=1), x.argmin(axis=0), np.argmax(x), x.argmin(1)]
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)

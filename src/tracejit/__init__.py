@@ -19,4 +19,5 @@ __version__ = "0.1.0"
 
 __all__ = ["CacheInfo", "Device", "JitFunction", "Lowered", "Profile", "available_backends",
            "default_device", "device", "devices", "errors", "grad", "jacobian", "jit", "nn",
-           "profile", "stop_gradient", "synchronize", "to_device", "to_host", "value_and_grad", "vjp"]
+           "profile", "stop_gradient", "synchronize", "to_device", "to_host", "value_and_grad",
+           "vjp"]

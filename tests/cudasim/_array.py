@@ -400,15 +400,39 @@ def _reduction(fn, name, with_dtype: bool):
     return reduce
 
 
+def _arg_reduction(fn, name, nan_as):
+    def reduce(a, axis=None, *, keepdims=False) -> ndarray:
+        x = _operand(a, name)
+        if x.dtype.kind == "f":  # CuPy does not promise NumPy's "a NaN wins": assume not
+            x = np.where(np.isnan(x), nan_as, x)
+        return _new(fn(x, axis=axis, keepdims=keepdims))
+    reduce.__name__ = reduce.__qualname__ = name
+    reduce.__doc__ = (f"``cupy.{name}``: first occurrence; NaNs are ignored (NumPy picks the "
+                      "first NaN), the pessimistic reading of CuPy's documentation.")
+    return reduce
+
+
+def isnan(x) -> ndarray:
+    """``cupy.isnan`` (the one ufunc the runner calls)."""
+    return _new(np.isnan(_operand(x, "isnan")))
+
+
+def where(condition, x, y) -> ndarray:
+    """``cupy.where(condition, x, y)`` of three device arrays."""
+    return _new(np.where(_operand(condition, "where"), _operand(x, "where"),
+                         _operand(y, "where")))
+
+
 FUNCTIONS = {
+    "isnan": isnan, "where": where,
     "asarray": asarray, "ascontiguousarray": ascontiguousarray, "empty": empty,
     "zeros": zeros, "full": full, "matmul": matmul, "broadcast_to": broadcast_to,
     "concatenate": concatenate, "pad": pad,
     "sum": _reduction(np.sum, "sum", True), "prod": _reduction(np.prod, "prod", True),
     "max": _reduction(np.max, "max", False), "min": _reduction(np.min, "min", False),
     "any": _reduction(np.any, "any", False), "all": _reduction(np.all, "all", False),
-    "argmax": _reduction(np.argmax, "argmax", False),
-    "argmin": _reduction(np.argmin, "argmin", False),
+    "argmax": _arg_reduction(np.argmax, "argmax", -np.inf),
+    "argmin": _arg_reduction(np.argmin, "argmin", np.inf),
 }
 
 _SCATTER_ADD_DTYPES = {np.dtype(t) for t in (np.int32, np.float16, np.float32, np.float64,

@@ -486,16 +486,24 @@ cudasim_swap:
 
 char* stack_of(unsigned tid) { return g_stacks + tid * (kFiberStack + g_page) + g_page; }
 
-bool make_stacks() {
-  if (g_stacks) return true;
+// One stack per thread of the block, each above a guard page, mapped for one launch only:
+// every module has its own copy of this runtime, and stacks kept per module would soon
+// exhaust the process's memory mappings (each guard page splits the mapping).
+size_t stacks_bytes(unsigned n) { return n * (kFiberStack + g_page); }
+
+bool make_stacks(unsigned n) {
   g_page = (size_t)sysconf(_SC_PAGESIZE);
-  const size_t total = 1024 * (kFiberStack + g_page);
-  void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE,
+  void* p = mmap(nullptr, stacks_bytes(n), PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return false;
   g_stacks = static_cast<char*>(p);
-  for (unsigned t = 0; t < 1024; ++t) mprotect(stack_of(t) - g_page, g_page, PROT_NONE);
+  for (unsigned t = 0; t < n; ++t) mprotect(stack_of(t) - g_page, g_page, PROT_NONE);
   return true;
+}
+
+void free_stacks(unsigned n) {
+  munmap(g_stacks, stacks_bytes(n));
+  g_stacks = nullptr;
 }
 
 void init_fiber(Thread& th) {
@@ -581,7 +589,7 @@ void fiber_yield() {
 }
 
 int run_fibers(Launch& L) {
-  if (!make_stacks()) return 12;  // ENOMEM
+  if (!make_stacks(L.block)) return 12;  // ENOMEM
   for (unsigned b = 0; b < L.grid && g_error.load() == kOk; ++b) {
     blockIdx = {b, 0, 0};
     g_block_now = b;
@@ -591,6 +599,7 @@ int run_fibers(Launch& L) {
     g_idle = 0;
     switch_to(nullptr, L.threads[0]);
   }
+  free_stacks(L.block);
   return g_error.load();
 }
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from ..errors import PlacementError, PlacementWarning
 from ..ir import Graph, Node, Value
 from ..ir.registry import REGISTRY, Kind
-from .fusion import LOOP_REDUCTIONS
 from ..source import user_location
+from .fusion import LOOP_REDUCTIONS
 
 
 @dataclass(frozen=True)

@@ -111,10 +111,13 @@ def compile(graph: Graph, profile: bool = False, *, reuse=None):
         raw = _raw_module(cupy, module.source, index) if code.kernel_names else None
         with dev:
             kernels = {k: raw.get_function(k) for k in code.kernel_names}
+    def to_device(x):
+        """A transfer to this GPU (a host scalar becomes a 0-d array there)."""
+        return cupy.asarray(x if targets.device_of(x) is not None else np.asarray(x))
+
     namespace = dict(code.namespace, located=located, operand=operand, check=check,
                      device=dev, empty=cupy.empty, to_host=targets.to_host,
-                     to_device=lambda x: cupy.asarray(
-                         x if targets.device_of(x) is not None else np.asarray(x)), sync=dev.synchronize, clock=time.perf_counter,
+                     to_device=to_device, sync=dev.synchronize, clock=time.perf_counter,
                      record=_ignore, **kernels)
     with dev:  # constants used on the GPU are copied there once, here
         for name in code.device_constants:

@@ -1,10 +1,11 @@
 """The CUDA backend's library steps: ops that are not loop kernels, as CuPy calls.
 
 One entry per op: ``TABLE[op](cupy, *arrays, **attrs)``. Contractions go to cuBLAS
-(``cupy.matmul``); structural ops are CuPy views or copies; gathers check their indices
-first, because CuPy's integer indexing wraps an out-of-range index around where NumPy
-raises IndexError (the check costs one synchronisation). An op absent here, or with dtypes
-``SUPPORTED`` refuses, runs on the CPU (see the placement pass).
+(``cupy.matmul``); structural ops are CuPy views or copies; argmax/argmin make NaN win
+as NumPy does; gathers check their indices first, because CuPy's integer indexing wraps an
+out-of-range index around where NumPy raises IndexError (the check costs one
+synchronisation). An op absent here, or with dtypes ``supported`` refuses, runs on the CPU
+(see the placement pass).
 """
 
 from __future__ import annotations
@@ -60,7 +61,22 @@ def _matmul(cupy, a, b):
     return cupy.matmul(a.astype(dtype, copy=False), b.astype(dtype, copy=False))
 
 
+def _arg(name: str):
+    """argmax/argmin with NumPy's answer for NaN (the first NaN wins), whatever CuPy's
+    reduction does with NaN: where a row has one, the index of its first NaN."""
+    def run(cupy, x, *, axis, keepdims):
+        picked = getattr(cupy, name)(x, axis=axis, keepdims=keepdims)
+        if x.dtype.kind != "f":
+            return picked
+        nan = cupy.isnan(x)
+        return cupy.where(cupy.any(nan, axis=axis, keepdims=keepdims),
+                          cupy.argmax(nan, axis=axis, keepdims=keepdims), picked)
+    return run
+
+
 TABLE = {
+    "argmax": _arg("argmax"),
+    "argmin": _arg("argmin"),
     "matmul": _matmul,
     "reshape": lambda cupy, x, *, shape: x.reshape(shape),
     "transpose": lambda cupy, x, *, perm: x.transpose(perm),
