@@ -108,10 +108,8 @@ def test_constants_live_where_their_users_run():
     assert placed.placement.where(const.out) == "cuda:0" and transfers(placed) == []
 
 
-def test_the_transfer_op_is_an_identity_with_a_vjp_back():
+def test_the_transfer_op_copies_to_its_device():
     from tracejit.ir.registry import REGISTRY
-    from tracejit.passes.vjp_rules import RULES
 
     assert REGISTRY["transfer"].kind.value == "transfer"
-    assert "transfer" in RULES
     np.testing.assert_array_equal(REGISTRY["transfer"].impl(X, source="cpu", device="cpu"), X)

@@ -348,8 +348,6 @@ RULES = {
     "pad": _pad_rule,
     "gather": _gather_rule,
     "scatter_add": _scatter_add_rule,
-    "transfer": lambda g, ans, x, *, source, device: (
-        bind("transfer", g, source=device, device=source),),
     "constant": lambda g, ans, **attrs: (),  # no inputs: nothing to propagate
     "full": lambda g, ans, **attrs: (),
 }
