@@ -18,34 +18,13 @@ import numpy as np
 import pytest
 from cudasim import cupy as cp
 from cudasim import cupyx
+from test_cuda_codegen import bool_chain, chain, graph_of, int_chain, softmax
 
-import tracejit as tj
 from tracejit.backends.cuda.codegen import MAX_PARTIALS, generate
 
 pytestmark = pytest.mark.skipif(shutil.which(cudasim._cuda.CXX) is None, reason="no g++")
 
 RNG = np.random.default_rng(7)
-
-
-def graph_of(fn, *args):
-    return tj.jit(fn, backend="reference").lower(*args).optimized_graph
-
-
-def softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def chain(x, y):
-    return np.tanh(x * y + 0.5) * np.exp(-x * x) + np.sqrt(np.abs(y))
-
-
-def int_chain(a, b):
-    return (a * b + 3) // (b - 1) % 7 - np.abs(a) + np.maximum(a, b) + (a << 2) + (b >> 1)
-
-
-def bool_chain(p, q):
-    return ((p & q) | ~p) ^ (p == q), p + q, p * q, np.where(p, q, ~q)
 
 
 def f32(*shape):
