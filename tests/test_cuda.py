@@ -227,6 +227,8 @@ def test_debug_switch_names_the_failing_kernel(cp, monkeypatch):
     with tj.device("cuda"):
         assert "check(0)" in f.lower(x).source
         f(x)
+        if REAL:  # CuPy's Device is an extension type: no failure can be stood in there
+            return
 
         def broken(self):
             raise cp.cuda.runtime.CUDARuntimeError(700)  # cudaErrorIllegalAddress
