@@ -760,41 +760,9 @@ __device__ __forceinline__ unsigned __activemask() {
 
 // ---------------------------------------------------------------- atomics
 
+// (tracejit's kernels use none; atomicAdd is what a scatter kernel would use)
 template <typename T> __device__ __forceinline__ T atomicAdd(T* p, T v) {
   return std::atomic_ref<T>(*p).fetch_add(v);
-}
-template <typename T> __device__ __forceinline__ T atomicSub(T* p, T v) {
-  return std::atomic_ref<T>(*p).fetch_sub(v);
-}
-template <typename T> __device__ __forceinline__ T atomicExch(T* p, T v) {
-  return std::atomic_ref<T>(*p).exchange(v);
-}
-template <typename T> __device__ __forceinline__ T atomicCAS(T* p, T expected, T desired) {
-  std::atomic_ref<T>(*p).compare_exchange_strong(expected, desired);
-  return expected;
-}
-template <typename T> __device__ __forceinline__ T atomicMax(T* p, T v) {
-  std::atomic_ref<T> a(*p);
-  T old = a.load();
-  while (old < v && !a.compare_exchange_weak(old, v)) {
-  }
-  return old;
-}
-template <typename T> __device__ __forceinline__ T atomicMin(T* p, T v) {
-  std::atomic_ref<T> a(*p);
-  T old = a.load();
-  while (v < old && !a.compare_exchange_weak(old, v)) {
-  }
-  return old;
-}
-template <typename T> __device__ __forceinline__ T atomicAnd(T* p, T v) {
-  return std::atomic_ref<T>(*p).fetch_and(v);
-}
-template <typename T> __device__ __forceinline__ T atomicOr(T* p, T v) {
-  return std::atomic_ref<T>(*p).fetch_or(v);
-}
-template <typename T> __device__ __forceinline__ T atomicXor(T* p, T v) {
-  return std::atomic_ref<T>(*p).fetch_xor(v);
 }
 
 #define CUDASIM_EXPORT extern "C" __attribute__((visibility("default")))

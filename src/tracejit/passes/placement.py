@@ -33,7 +33,6 @@ class Placement:
 
     target: object
     devices: dict[Value, object]
-    fallbacks: tuple[Node, ...] = ()
 
     def where(self, v: Value) -> str | None:
         dev = self.devices.get(v)
@@ -58,7 +57,8 @@ def place(graph: Graph, target, input_devices: list, supported: Callable[[Node],
             hint="rewrite the op with ones the GPU backend supports, or drop strict=True to "
             "let it run on the CPU with transfers around it",
             location=fallbacks[0].loc)
-    node_device = {n: (cpu if n in fallbacks else target) for n in graph.nodes}
+    on_cpu = set(fallbacks)
+    node_device = {n: (cpu if n in on_cpu else target) for n in graph.nodes}
     for n in graph.nodes:  # a constant lives where its users run (the target if mixed)
         if n.op == "constant":
             users = {node_device[u] for u in graph.nodes if n.out in u.inputs}
@@ -90,7 +90,7 @@ def place(graph: Graph, target, input_devices: list, supported: Callable[[Node],
         devices[n.out] = dev
     outputs = [on(v, target, None) for v in graph.outputs]
     placed = Graph(graph.inputs, nodes, outputs, graph.name,
-                   Placement(target, devices, tuple(fallbacks)))
+                   Placement(target, devices))
     if fallbacks and target != cpu:  # attributed to the user's line, as errors are
         loc = fallbacks[0].loc or user_location()
         warnings.warn_explicit(

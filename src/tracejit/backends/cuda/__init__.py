@@ -129,7 +129,6 @@ def compile(graph: Graph, profile: bool = False, *, reuse=None):
     run.steps = steps
     run.namespace = namespace
     run.kernels = kernels
-    run.source = module.source
     return run
 
 
