@@ -68,6 +68,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 import two_moons as tm  # noqa: E402
+from jax_two_moons import jax_step  # noqa: E402
 
 TAG, TITLE = "bench-cuda", "GPU"
 HOWTO = ("Produced by `PYTHONPATH=src python bench/bench_cuda.py --write` on the GPU machine "
@@ -592,25 +593,6 @@ def network(batch: int, hidden: int, seed: int):
     }
     X, labels = make_moons(batch, 0.20, np.random.default_rng(seed + 100))
     return params, X.astype(np.float32), np.eye(2, dtype=np.float32)[labels]
-
-
-def jax_step(jax, precision=None):
-    """bench_grad.py's JAX step (and its gradient), with the matmul precision explicit."""
-    jnp = jax.numpy
-    dot = functools.partial(jnp.matmul, precision=precision)
-
-    def loss(p, X, Y):
-        a1 = jnp.tanh(dot(X, p["W1"]) + p["b1"])
-        y_hat = jax.nn.softmax(dot(a1, p["W2"]) + p["b2"], axis=1)
-        reg = tm.REG_LAMBDA / 2 / X.shape[0] * (jnp.sum(p["W1"] ** 2) + jnp.sum(p["W2"] ** 2))
-        return -jnp.mean(jnp.sum(Y * jnp.log(y_hat), axis=1)) + reg
-
-    @jax.jit
-    def step(p, X, Y):
-        g = jax.grad(loss)(p, X, Y)
-        return {k: p[k] - tm.EPSILON * g[k] for k in p}
-
-    return step, jax.jit(jax.grad(loss))
 
 
 def torch_step(torch):

@@ -21,23 +21,12 @@ from bench_cpu import jax, machine_line, table, timeit, write_section
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "examples"))
+import jax_two_moons  # noqa: E402
 import two_moons as tm  # noqa: E402
 
 
 def jax_step():
-    jnp = jax.numpy
-
-    def loss(p, X, Y):
-        a1 = jnp.tanh(X @ p["W1"] + p["b1"])
-        y_hat = jax.nn.softmax(a1 @ p["W2"] + p["b2"], axis=1)
-        reg = tm.REG_LAMBDA / 2 / X.shape[0] * (jnp.sum(p["W1"] ** 2) + jnp.sum(p["W2"] ** 2))
-        return -jnp.mean(jnp.sum(Y * jnp.log(y_hat), axis=1)) + reg
-
-    @jax.jit
-    def step(p, X, Y):
-        g = jax.grad(loss)(p, X, Y)
-        return {k: p[k] - tm.EPSILON * g[k] for k in p}
-
+    step, _ = jax_two_moons.jax_step(jax)
     return lambda p, X, Y: jax.block_until_ready(step(p, X, Y))
 
 
