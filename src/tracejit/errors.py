@@ -124,3 +124,43 @@ class DiskCacheWarning(UserWarning):
     tracejit discards what it cannot trust and compiles afresh, so results stay correct;
     the warning only says that a later process may pay for compiling again.
     """
+
+
+class InPlaceArgumentError(UnsupportedOperation):
+    """An in-place write (``x += ...``, ``x[i] = ...``) to an argument or a view of one,
+    which NumPy would make visible to the caller and a jitted function cannot (yet)."""
+
+    default_hint = (
+        "return the new value instead (x = x + y; return x) and assign it in the caller, "
+        "or copy first (x = x.copy()) if the caller must not see the change"
+    )
+
+
+class KernelMismatch(TracejitError, RuntimeError):
+    """``check=True``: a compiled step disagreed with the reference interpreter.
+    ``reproducer`` is the directory holding the inputs, the IR and the generated source."""
+
+    def __init__(self, message: str, *, reproducer: str | None = None, **kw):
+        self.reproducer = reproducer
+        super().__init__(message, **kw)
+
+
+class NonFiniteValue(TracejitError, FloatingPointError):
+    """``check="nan"``: a step produced a NaN or an infinity from finite inputs (JAX's
+    ``debug_nans``)."""
+
+    default_hint = (
+        "guard the operation's domain (np.where before log/sqrt/divide, np.clip before exp) "
+        "or use the stable forms in tracejit.nn"
+    )
+
+
+class InternalCompilerError(TracejitError, RuntimeError):
+    """A failure inside tracejit's own passes, code generation or generated code: a bug in
+    tracejit, never the user's. ``reproducer`` is the directory to attach to a report."""
+
+    default_hint = "please report this bug with the reproducer directory attached"
+
+    def __init__(self, message: str, *, reproducer: str | None = None, **kw):
+        self.reproducer = reproducer
+        super().__init__(message, **kw)
