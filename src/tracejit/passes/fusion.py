@@ -10,6 +10,15 @@ output), reading each row from cache instead of memory. Every other node is a *l
 step of its own (contractions, structural ops, gathers), which a backend runs with a
 library call. Steps are listed in an order that respects every dependency.
 
+Which element of a value a kernel reads is explicit: ``Kernel.axes`` maps each value the
+kernel reads or computes to the iteration axis of each of its dimensions (None: a size-1
+dimension, read at index 0). It follows NumPy's broadcasting for inputs (dimensions aligned
+on the right) and the reduced axes for reduction results; a node may read a value computed
+in the same kernel only where the two agree. A ``(3,)`` row sum of a 3x3 loop lives on
+axis 0, but ``x - x.sum(axis=-1)`` reads it along axis 1: that subtraction needs every row's
+sum first, so it starts a new kernel. Code generators index through ``axes``, and
+``verify_kernels`` checks every kernel against these rules after fusion.
+
 The pass is backend-neutral; ``fusible(node)`` lets a backend keep ops it has no code for
 out of loop kernels.
 """
@@ -19,10 +28,44 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..errors import IRError
 from ..ir import Graph, Kind, Node, Value
 from ..ir.registry import REGISTRY
 
 LOOP_REDUCTIONS = {"sum", "prod", "max", "min", "any", "all"}
+
+Axes = tuple["int | None", ...]  # per dimension of a value: its iteration axis, or None
+
+
+def broadcast_axes(shape: tuple[int, ...], over: tuple[int, ...]) -> Axes:
+    """The axes of a ``shape`` operand read by a node computing ``over`` (NumPy
+    broadcasting: dimensions aligned on the right; a size-1 dimension is read at 0)."""
+    off = len(over) - len(shape)
+    return tuple(None if n == 1 else off + j for j, n in enumerate(shape))
+
+
+def produced_axes(node: Node, shape: tuple[int, ...]) -> Axes:
+    """The axes of ``node``'s result in a loop over ``shape``: a reduction keeps the axes
+    it does not reduce (its reduced ones, with keepdims, are size 1); any other node
+    computes its output shape, aligned with the loop's."""
+    if node.op in LOOP_REDUCTIONS:
+        src = node.inputs[0].type.shape
+        reduced = node.attrs["axis"] if src else ()
+        return tuple(None if d in reduced or n == 1 else d for d, n in enumerate(src)
+                     if node.attrs["keepdims"] or d not in reduced)
+    return broadcast_axes(node.out.type.shape, shape)
+
+
+def read_axes(node: Node, v: Value) -> Axes:
+    """The axes at which ``node`` reads its operand ``v`` (a reduction iterates over its
+    input's shape, anything else over its output's)."""
+    over = node.inputs[0].type.shape if node.op in LOOP_REDUCTIONS else node.out.type.shape
+    return broadcast_axes(v.type.shape, over)
+
+
+def _elementwise_operands(node: Node) -> tuple[Value, ...]:
+    """Operands read one element per iteration (a matmul reads its operands whole)."""
+    return () if node.op == "matmul" else node.inputs
 
 
 @dataclass
@@ -33,6 +76,7 @@ class Kernel:
     inputs: list[Value] = field(default_factory=list)  # values read from outside
     outputs: list[Value] = field(default_factory=list)  # values needed outside
     rows: tuple[int, ...] | None = None  # reduced trailing axes, once a node uses a result
+    axes: dict[Value, Axes] = field(default_factory=dict)  # see the module docstring
 
     @property
     def reductions(self) -> list[Node]:
@@ -48,14 +92,23 @@ class Kernel:
         """An elementwise node computed once per row, between phases (log of a row sum)."""
         return node.op not in LOOP_REDUCTIONS and node.out.type.shape != self.shape
 
-    def row_axes(self) -> tuple[int, ...] | None:
-        """The trailing axes all reductions share, if they share one non-empty suffix."""
-        axes = {n.attrs["axis"] for n in self.reductions}
+    def row_axes(self, joining: Node | None = None) -> tuple[int, ...] | None:
+        """The trailing axes all reductions (and ``joining``, if one) share, if they share
+        one non-empty suffix."""
+        reds = self.reductions + ([joining] if joining and joining.op in LOOP_REDUCTIONS else [])
+        axes = {n.attrs["axis"] for n in reds}
         if len(axes) != 1:
             return None
         (a,) = axes
         n = len(self.shape)
         return a if a and a == tuple(range(n - len(a), n)) else None
+
+    def add(self, node: Node) -> None:
+        """Append ``node``, recording the axes it reads its operands at and computes."""
+        self.nodes.append(node)
+        for v in _elementwise_operands(node):
+            self.axes.setdefault(v, read_axes(node, v))
+        self.axes[node.out] = produced_axes(node, self.shape)
 
 
 def _loop_shape(node: Node) -> tuple[int, ...] | None:
@@ -94,14 +147,21 @@ def fuse(graph: Graph, fusible: Callable[[Node], bool] = lambda n: True) -> list
             kernels.append(Kernel("loop" if shape is not None else "library", [], shape or ()))
             target = len(kernels) - 1
         kern = kernels[target]
-        kern.nodes.append(node)
+        if kern.kind == "loop":
+            kern.add(node)
+        else:
+            kern.nodes.append(node)
         if any(home.get(v) == target and v in reduced for v in node.inputs) or (
                 kern.kind == "loop" and kern.is_row_level(node)):
             kern.rows = kern.row_axes()
         home[node.out] = target
         if node.op in LOOP_REDUCTIONS:
             reduced.add(node.out)
+    for kern in kernels:  # the loop form is fixed now: rows, if all reductions share them
+        if kern.kind == "loop" and kern.rows is None and kern.reductions:
+            kern.rows = kern.row_axes()
     _wire(graph, kernels, home)
+    verify_kernels(kernels)
     return kernels
 
 
@@ -121,29 +181,36 @@ def _joins_as_row_level(node: Node, kern: Kernel, k: int, home: dict[Value, int]
         src = home.get(v)
         if src is None or src < k:
             continue
-        if src == k and (v in reduced or v.type.shape == row_shape):
-            continue
-        return False
+        if not (v in reduced or v.type.shape == row_shape) or not _reads_as_made(node, v, kern):
+            return False
     return True
+
+
+def _reads_as_made(node: Node, v: Value, kern: Kernel) -> bool:
+    """Whether ``node`` would read ``v`` at the axes the kernel holds it at (computed
+    there, or already read there as an input)."""
+    return v not in _elementwise_operands(node) or kern.axes.get(v, read_axes(node, v)) == \
+        read_axes(node, v)
 
 
 def _can_join(node: Node, kern: Kernel, k: int, home: dict[Value, int],
               reduced: set[Value]) -> bool:
     """Inputs must be ready before kernel k runs, or computed inside it (not for a
-    contraction); a reduced value only in a row kernel (all its reductions over the same
-    trailing axes)."""
-    if node.op in LOOP_REDUCTIONS and kern.rows is not None:
-        return node.attrs["axis"] == kern.rows
+    contraction) and read at the axes they were computed at; a reduced value only in a row
+    kernel (all its reductions, this node's included, over the same trailing axes)."""
+    if node.op in LOOP_REDUCTIONS and kern.rows is not None and node.attrs["axis"] != kern.rows:
+        return False
     contraction = REGISTRY[node.op].kind is Kind.CONTRACTION
     for v in node.inputs:
+        if not _reads_as_made(node, v, kern):
+            return False
         src = home.get(v)
-        if src is not None and src == k and contraction:
+        if src is None or src < k:
+            continue
+        if contraction:
             return False  # a contraction reads its operands whole: they must exist already
-        if src is None or src < k or (src == k and v not in reduced):
-            continue
-        if src == k and kern.row_axes() is not None:
-            continue
-        return False
+        if v in reduced and kern.row_axes(node) is None:
+            return False
     return True
 
 
@@ -186,3 +253,41 @@ def needed(node: Node, sinks: list[Node], kern: Kernel) -> bool:
         if n.out in want and not (n not in sinks and n.op in LOOP_REDUCTIONS):
             want.update(n.inputs)
     return node.out in want and (node in sinks or node.op not in LOOP_REDUCTIONS)
+
+
+def verify_kernels(kernels: list[Kernel]) -> None:
+    """Check every loop kernel's ``axes`` against the rules the code generators rely on;
+    an IRError here is a fusion bug, caught before any code is generated."""
+    for k, kern in enumerate(kernels):
+        if kern.kind == "loop":
+            for problem in _kernel_problems(kern):
+                raise IRError(f"kernel {k} ({', '.join(n.op for n in kern.nodes)}): {problem}",
+                              location=kern.nodes[0].loc)
+
+
+def _kernel_problems(kern: Kernel):
+    """Yield what is wrong with one loop kernel (nothing, for a well-formed one)."""
+    shape, made = kern.shape, {n.out: n for n in kern.nodes}
+    if kern.rows is not None and (kern.rows != kern.row_axes() or kern.rows != tuple(
+            range(len(shape) - len(kern.rows), len(shape)))):
+        yield f"rows {kern.rows} are not the trailing axes all its reductions reduce"
+    for v, axes in kern.axes.items():
+        dims = v.type.shape
+        if len(axes) != len(dims) or any(
+                (n != 1) if a is None else not (0 <= a < len(shape) and n == shape[a])
+                for a, n in zip(axes, dims, strict=False)):
+            yield f"a {list(dims)} value held at axes {axes} of a {list(shape)} loop"
+        held = [a for a in axes if a is not None]
+        if held != sorted(set(held)):
+            yield f"axes {axes} are out of order"
+    for node in kern.nodes:
+        if kern.axes.get(node.out) != produced_axes(node, shape):
+            yield f"{node.op}'s result is held at {kern.axes.get(node.out)}"
+        for v in _elementwise_operands(node):
+            if kern.axes.get(v) != read_axes(node, v):
+                yield (f"{node.op} reads a {list(v.type.shape)} operand at "
+                       f"{read_axes(node, v)}, but it is held at {kern.axes.get(v)}")
+            src = made.get(v)
+            if src is not None and src.op in LOOP_REDUCTIONS and (
+                    kern.rows is None or set(src.attrs["axis"]) != set(kern.rows)):
+                yield f"{node.op} reads a reduction result outside a row kernel"

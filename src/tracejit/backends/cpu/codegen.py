@@ -4,7 +4,8 @@ Each loop kernel is a loop nest over its iteration shape, compiled as a C functi
 ``void kernel(args)`` (see ``native.py``): its inputs, outputs and scratch arrays arrive as
 a tuple of C-contiguous arrays, read through pointers with static shapes, so indexing
 compiles to constant strides and LLVM vectorises the innermost loop. Inputs keep their
-own (unbroadcast) shapes and are indexed as NumPy broadcasting would. Reductions
+own (unbroadcast) shapes and are indexed at the loop axes the fusion pass gives them
+(``Kernel.axes``: NumPy's broadcasting). Reductions
 accumulate into keepdims-shaped outputs the runner pre-fills with the identity. A large
 kernel runs its outer loop on libgomp's threads, each taking a contiguous share. Library
 steps call the op's NumPy implementation (BLAS for matmul). The runner is ordinary
@@ -207,7 +208,7 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
     shape = kern.shape or (1,)  # a 0-d kernel runs as one element
     nd = len(shape)
     reds = kern.reductions
-    row_axes = kern.rows or (kern.row_axes() if reds else ())
+    row_axes = kern.rows or ()
     scatter = bool(reds) and not row_axes
     split = nd if not reds else (0 if scatter else nd - len(row_axes))
     big = math.prod(shape) >= PARALLEL_MIN_SIZE
@@ -254,7 +255,7 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
             typed.add(v)
         else:  # read unbroadcast: a zero-stride view would stop vectorisation
             param(f"x{j}", mod.name(v), v.type.dtype, v.type.shape)
-            ref[v] = f"x{j}[{_broadcast_index(v.type.shape, shape)}]"
+            ref[v] = f"x{j}[{_index(kern.axes[v])}]"
             typed.add(v)
     phase = phases(kern)
     for n, node in enumerate(kern.nodes):
@@ -277,8 +278,9 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
         if node.op == "matmul":  # small K: unrolled dot product of a row and a column
             a, b = (ref[("matmul", v)] for v in node.inputs)
             i, j = f"i{nd - 2}", f"i{nd - 1}"
-            return " + ".join(f"{a}[{i}, {k}] * {b}[{k}, {j}]"
-                              for k in range(node.inputs[0].type.shape[1])) or "0"
+            # from +0, as NumPy's (and BLAS's) dot does: -0.0 products sum to +0.0
+            return " + ".join([f"{_typename(node.out.type.dtype)}(0)"] + [
+                f"{a}[{i}, {k}] * {b}[{k}, {j}]" for k in range(node.inputs[0].type.shape[1])])
         dts = loop_dtypes(node)
         args = [ref[v] if v in typed and v.type.dtype == dt else f"{_typename(dt)}({ref[v]})"
                 for v, dt in zip(node.inputs, dts, strict=False)]
@@ -442,12 +444,10 @@ def _emit_loop(mod: _Module, k: int, kern: Kernel, body: list[str], where: str) 
     body.extend(post)
 
 
-def _broadcast_index(arg_shape, shape) -> str:
-    """Index an input of ``arg_shape`` inside a loop over ``shape`` as NumPy broadcasting
-    would: dimensions aligned on the right, a size-1 dimension always at 0."""
-    off = len(shape) - len(arg_shape)
-    return ", ".join("0" if d == 1 and shape[off + j] != 1 else f"i{off + j}"
-                     for j, d in enumerate(arg_shape))
+def _index(axes) -> str:
+    """Index an input held at ``axes`` of the loop (the fusion pass's ``Kernel.axes``):
+    each dimension by its loop variable, a size-1 dimension at 0."""
+    return ", ".join("0" if a is None else f"i{a}" for a in axes)
 
 
 LANE_BYTES = 64  # one AVX-512 register of partial accumulators per reduction

@@ -5,7 +5,8 @@ Every loop kernel of the fusion pass becomes one ``extern "C" __global__`` funct
 Arguments are device pointers to C-contiguous arrays (inputs in the kernel's input order,
 then outputs, then scratch arrays), except Python scalars, which are passed by value.
 Shapes are static, so index arithmetic uses constants; inputs keep their own unbroadcast
-shapes and are indexed as NumPy broadcasting would. Each kernel takes one of four forms:
+shapes and are indexed at the loop axes the fusion pass gives them (``Kernel.axes``).
+Each kernel takes one of four forms:
 
 - *map* (no reductions): a grid-stride loop over the flat iteration space. A map kernel
   of at least ``VECTOR_MIN`` elements with float32 pointers read or written at the flat
@@ -258,20 +259,20 @@ class _Emitter:
             return _cast(self.lane[v], v.type.dtype, dtype)
         if v in self.byval:
             return _cast(self.byval[v], v.type.dtype, dtype)
-        return _cast(f"{self.ptr[v]}[{self.offset(v.type.shape, idx, flat)}]",
-                     v.type.dtype, dtype)
+        return _cast(f"{self.ptr[v]}[{self.offset(v, idx, flat)}]", v.type.dtype, dtype)
 
-    def offset(self, arg_shape: tuple[int, ...], idx: list[str], flat: str | None) -> str:
-        """NumPy broadcasting: dimensions aligned on the right, a size-1 dimension at 0."""
-        if flat is not None and arg_shape == self.shape:
-            return flat
-        off = self.nd - len(arg_shape)
+    def offset(self, v: Value, idx: list[str], flat: str | None) -> str:
+        """The element of input ``v`` at loop index ``idx``: each dimension at the loop axis
+        the fusion pass holds it at (``Kernel.axes``), a size-1 dimension at 0."""
+        shape, axes = v.type.shape, self.kern.axes[v]
+        if flat is not None and shape == self.shape:
+            return flat  # held at every loop axis in order (the verifier checks axes)
         terms = []
-        for j, size in enumerate(arg_shape):
-            stride = math.prod(arg_shape[j + 1:])
-            if size == 1 or idx[off + j] == "0":
+        for j, a in enumerate(axes):
+            stride = math.prod(shape[j + 1:])
+            if a is None or idx[a] == "0":
                 continue
-            terms.append(idx[off + j] + ("" if stride == 1 else f" * {self.lit(stride)}"))
+            terms.append(idx[a] + ("" if stride == 1 else f" * {self.lit(stride)}"))
         return " + ".join(terms) or "0"
 
     def expr(self, node: Node, idx: list[str], flat: str | None) -> str:
@@ -398,7 +399,7 @@ class _Emitter:
     def emit(self) -> tuple[list[str], Step]:
         kern = self.kern
         reds = kern.reductions
-        rows = kern.rows or (kern.row_axes() if reds else None)
+        rows = kern.rows
         late = any(self.phase[n.out] > 0 for n in kern.nodes if n not in self.row_level)
         if not reds:
             form, body, launches = "map", *self.emit_map()
