@@ -17,6 +17,7 @@ import itertools
 import numpy as np
 import pytest
 from numpy_compare import assert_same
+from test_cuda import cp  # noqa: F401  (CuPy, or the emulated GPU where there is none)
 
 import tracejit as tj
 from tracejit.errors import IRError
@@ -125,6 +126,24 @@ def test_small_k_matmul_epilogues(backend, n):
                 (a @ b) * a.sum(axis=1, keepdims=True), a @ b + b.sum(axis=0))
 
     assert_same(tj.jit(f, backend=backend)(a, b), f(a, b))
+
+
+def test_issue_snippets_on_the_gpu(cp):  # noqa: F811
+    """The same on the CUDA backend in every CI run (on the emulated GPU where there is no
+    real one); TRACEJIT_TEST_BACKENDS=cuda runs the whole file there."""
+    x = np.arange(27.0).reshape(3, 3, 3) + 1
+    f = tj.jit(lambda x: (x - x.sum(axis=-1), x / x.max(axis=1), x - x.max(axis=-1, keepdims=True),
+                          x.sum(axis=(1, 2)) - x.sum(axis=0)[0]), device="cuda")
+    got = [tj.to_host(o) for o in f(x)]
+    want = f.__wrapped__(x)
+    assert_same(tuple(got), want)
+
+    def prog(x0):
+        t2 = np.sum(np.exp2(np.clip(x0, -10, 10)), axis=None, keepdims=True)
+        return np.sum(t2, axis=-2, keepdims=True)
+
+    one = np.full((1, 1), 0.5)
+    assert_same(tj.to_host(tj.jit(prog, device="cuda")(one)), prog(one))
 
 
 # ----------------------------------------------------------------- the representation
