@@ -114,6 +114,20 @@ def test_reduction_of_a_reduction_over_size_one_axes(backend):
         assert (g.shape, g.dtype) == (w.shape, w.dtype)
 
 
+@pytest.mark.parametrize("shape", [(512, 512), (64, 64, 64)])
+def test_large_square_kernels(backend, shape):
+    """Above 2^17 elements the CPU kernels run on threads, with per-block partial results
+    for reductions over the first axis and lane accumulators for rows: the same reads."""
+    x = _data(shape, 3)
+
+    def f(x):
+        m = x.max(axis=-1, keepdims=True)
+        return (x - x.sum(axis=-1), x - x.sum(axis=0), x - m, (x - m).sum(axis=-1),
+                x * x.sum(axis=0, keepdims=True), x.sum() - x)
+
+    assert_same(tj.jit(f, backend=backend)(x), f(x))
+
+
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_small_k_matmul_epilogues(backend, n):
     """A small-K matmul fused with the elementwise work around it, next to reductions
