@@ -24,13 +24,16 @@ import numpy as np
 
 from . import profiler, targets
 from .backends import get_backend
-from .errors import InvalidArgument, TracejitError
+from .check import compile_checked, internal_error, resolve_mode
+from .errors import InvalidArgument, IRError, TracejitError
 from .ir import Graph, TensorType, verify
 from .ir.types import WEAK_DEFAULT
 from .passes import run_pipeline
 from .passes.placement import place
 from .profiler import ACTIVE as _PROFILES
 from .trace import Tracer, pytree, trace_function
+from .trace.core import array_problem
+from .trace.tracer import as_arguments
 
 CacheInfo = namedtuple("CacheInfo", "hits misses signatures")
 
@@ -85,9 +88,16 @@ class _Entry:
 
 
 def _leaf_key(leaf):
-    """(shape, dtype, weak) of one argument leaf; None for a Tracer (call inside a trace)."""
+    """(shape, dtype, weak) of one argument leaf; None for a Tracer (call inside a trace).
+    InvalidArgument for what jit cannot honour (an np.matrix, a masked array, an object
+    array: see ``trace.core.array_problem``)."""
     t = type(leaf)
-    if t is np.ndarray:
+    if t is np.ndarray and leaf.dtype.kind in "biufc":
+        return (leaf.shape, leaf.dtype, False)
+    if isinstance(leaf, np.ndarray):  # a subclass, or a dtype jit does not compute with
+        problem = array_problem(leaf)
+        if problem is not None:
+            raise InvalidArgument(*problem)
         return (leaf.shape, leaf.dtype, False)
     if t in WEAK_DEFAULT:
         return ((), WEAK_DEFAULT[t], True)
@@ -101,9 +111,14 @@ def _leaf_key(leaf):
     raise InvalidArgument(f"unsupported leaf type {t.__name__}")
 
 
-def _bad_leaf(leaf, name: str) -> InvalidArgument:
+def _bad_leaf(leaf, name: str, problem: InvalidArgument) -> InvalidArgument:
+    """The error for argument ``name`` (a path such as ``params['W']``); ``problem`` is
+    _leaf_key's, whose message says what the leaf is when it is an array."""
+    if isinstance(leaf, np.ndarray):
+        return InvalidArgument(f"argument {name} is {problem.message}, which jit cannot "
+                               "honour", hint=problem.hint)
     return InvalidArgument(
-        f"argument {name!r} is a {type(leaf).__name__}, which jit cannot trace",
+        f"argument {name} is a {type(leaf).__name__}, which jit cannot trace",
         hint="pass NumPy arrays or scalars (or tuples/lists/dicts of them); mark other "
         "arguments static with static_argnums/static_argnames",
     )
@@ -113,7 +128,7 @@ class JitFunction:
     """A function compiled per signature. Create with :func:`jit`."""
 
     def __init__(self, fn, static_argnums=(), static_argnames=(), backend: str | None = None,
-                 device=None, strict: bool = False):
+                 device=None, strict: bool = False, check: bool | str | None = None):
         functools.update_wrapper(self, fn)
         self._fn = fn
         backend = backend or default_backend()
@@ -123,6 +138,7 @@ class JitFunction:
         get_backend(backend)  # fail early on a misspelt backend
         self._device = None if device is None else targets.parse(device)
         self._strict = strict
+        self._check = resolve_mode(check)  # fixed per function: its cache holds one mode
         if self._device is not None and self._device.kind != "cpu":
             targets.check_available(self._device)
             targets.gpu_requested = True
@@ -199,14 +215,16 @@ class JitFunction:
         static_pos, statics, static_kw, dyn_args, dyn_kw = split
         leaves, tree = pytree.flatten((dyn_args, dyn_kw))
         keys = []
-        for leaf in leaves:
+        for i, leaf in enumerate(leaves):
             try:
                 k = _leaf_key(leaf)
-            except InvalidArgument:
-                names = self._input_names(tree, static_pos, len(args))
-                raise _bad_leaf(leaf, names[len(keys)]) from None
+            except InvalidArgument as e:
+                names = self._input_names(tree, static_pos, len(args), pytree.leaf_exprs)
+                raise _bad_leaf(leaf, names[i], e) from None
             if k is None:
                 return None, split, leaves, tree
+            if type(leaf) is not np.ndarray and isinstance(leaf, np.ndarray):
+                leaves[i] = leaf.view(np.ndarray)  # an accepted subclass (np.memmap)
             keys.append(k)
         return (len(args), bound, tree, tuple(keys), statics, static_kw), split, leaves, tree
 
@@ -234,7 +252,7 @@ class JitFunction:
         target = self._target()
         key, split, leaves, tree = self._signature(args, kwargs, bound)
         if key is None:  # called on Tracers from an enclosing trace: inline the function
-            return self._fn(*args, **kwargs)
+            return self._fn(*as_arguments(args), **as_arguments(kwargs))
         if target is not None:
             key = (key, target)
         entry = self._lookup(key)
@@ -253,7 +271,7 @@ class JitFunction:
             entry = self._cache.get(key)
             if entry is None:
                 self._misses += 1
-                entry, times = self._build(key, split, tree, len(args))
+                entry, times = self._build(key, split, tree, len(args), leaves)
                 self._cache[key] = entry
             else:
                 next(self._hits)
@@ -263,12 +281,19 @@ class JitFunction:
         start = time.perf_counter()
         try:
             outs = entry.run(*leaves)
-        except TracejitError:
-            raise  # an error in the user's data (an index out of range): the code is fine
-        except BaseException:
+        except BaseException as e:
+            if isinstance(e, TracejitError) and not isinstance(e, IRError):
+                raise  # an error in the user's data (an index out of range): the code is fine
             with self._lock:  # code that failed to compile must not stay cached
                 if self._cache.get(key) is entry:
                     del self._cache[key]
+            if _ours(e):  # generated code failing (a Numba TypingError, a NameError)
+                low = entry.lowered
+                raise internal_error(e, function=low.graph.name, signature=low.signature,
+                                     stage="generated code (first call)",
+                                     arguments=_arguments(low.graph, leaves),
+                                     traced=low.graph, optimized=low.optimized_graph,
+                                     backend=low.backend) from e
             raise
         first = time.perf_counter() - start
         entry.compile_s += first
@@ -277,9 +302,11 @@ class JitFunction:
             outs = profiler.call(entry, leaves)
         return entry, outs
 
-    def _build(self, key, split, tree, nargs) -> tuple[_Entry, tuple[float, float, float]]:
+    def _build(self, key, split, tree, nargs, leaves=()) -> tuple[_Entry,
+                                                                  tuple[float, float, float]]:
         """The entry for a signature, and the seconds spent tracing, in passes and in the
-        backend."""
+        backend. A failure of tracejit's own passes or code generation becomes an
+        InternalCompilerError (with a reproducer made of ``leaves``, the arguments)."""
         static_pos, statics, static_kw, _, _ = split
         key, (target, strict) = key if len(key) == 2 else (key, (targets.CPU, False))
         names = self._input_names(tree, static_pos, nargs)
@@ -298,30 +325,49 @@ class JitFunction:
             full = [next(st) if i in static_pos else next(dyn) for i in range(nargs)]
             return full, {**dyn_kw, **dict(static_kw)}
 
+        fn_name = getattr(self._fn, "__name__", "f")
         t0 = time.perf_counter()
-        graph, out_tree = trace_function(self._fn, build_args, types, names,
-                                         getattr(self._fn, "__name__", "f"))
-        t1 = time.perf_counter()
-        optimized = run_pipeline(graph)
+        stage, graph, optimized = "tracing", None, None
         backend = self._backend if target.kind == "cpu" else target.kind
-        if backend != self._backend or any(d not in (None, targets.CPU) for d in where):
-            supported = get_backend(backend).supports if backend == "cuda" else _everything
-            optimized = verify(place(optimized, target, where, supported, targets.CPU, strict))
-        t2 = time.perf_counter()
-        run = get_backend(backend).compile(optimized)
+        try:
+            graph, out_tree = trace_function(self._fn, build_args, types, names, fn_name)
+            t1 = time.perf_counter()
+            stage = "passes"
+            optimized = run_pipeline(graph)
+            if backend != self._backend or any(d not in (None, targets.CPU) for d in where):
+                stage = "placement"
+                supported = get_backend(backend).supports if backend == "cuda" else _everything
+                optimized = verify(place(optimized, target, where, supported, targets.CPU,
+                                         strict))
+            t2 = time.perf_counter()
+            stage = "code generation"
+            if self._check:
+                run = compile_checked(optimized, backend, self._check, function=fn_name,
+                                      traced_ir=str(graph))
+            else:
+                run = get_backend(backend).compile(optimized)
+        except Exception as e:
+            if stage == "tracing" and not isinstance(e, IRError) or not _ours(e):
+                raise  # the user's function failed, or a typed error about its code
+            signature = ", ".join(f"{n}: {t}" for n, t in zip(names, types, strict=True))
+            raise internal_error(e, function=fn_name, signature=signature, stage=stage,
+                                 arguments=dict(zip(names, leaves, strict=False)),
+                                 traced=graph, optimized=optimized, backend=backend) from e
         t3 = time.perf_counter()
         entry = _Entry(run, out_tree, Lowered(graph, optimized, backend), t3 - t0)
+        if self._check:
+            entry.profiled = run  # a profile times a checked call as a whole
         return entry, (t1 - t0, t2 - t1, t3 - t2)
 
-    def _input_names(self, tree, static_pos, nargs) -> list[str]:
+    def _input_names(self, tree, static_pos, nargs, paths=pytree.leaf_paths) -> list[str]:
         dyn_positions = [i for i in range(nargs) if i not in static_pos]
         arg_trees, kw_tree = tree[1]
         names = []
         for pos, sub in zip(dyn_positions, arg_trees[1], strict=True):
             base = self._param_names[pos] if pos < len(self._param_names) else f"arg{pos}"
-            names += pytree.leaf_paths(sub, base)
+            names += paths(sub, base)
         for k, sub in zip(kw_tree[1], kw_tree[2], strict=True):
-            names += pytree.leaf_paths(sub, k)
+            names += paths(sub, k)
         return names
 
     # ------------------------------------------------------------ inspection
@@ -329,13 +375,15 @@ class JitFunction:
         """Trace and optimise for these arguments' signature (and the device asked for)
         without running anything."""
         target = self._target()
-        key, split, _, tree = self._signature(args, kwargs, False)
+        key, split, leaves, tree = self._signature(args, kwargs, False)
         if key is None:
             raise InvalidArgument("lower() needs concrete arrays, not traced values")
         if target is not None:
             key = (key, target)
         cached = self._lookup(key)
-        return cached.lowered if cached else self._build(key, split, tree, len(args))[0].lowered
+        if cached:
+            return cached.lowered
+        return self._build(key, split, tree, len(args), leaves)[0].lowered
 
     def cache_info(self) -> CacheInfo:
         hits = self._hits.__reduce__()[1][0]  # a count's value, without advancing it
@@ -411,6 +459,20 @@ def _everything(node) -> bool:
     return True
 
 
+def _ours(error: BaseException) -> bool:
+    """Whether ``error``, raised by tracejit's passes, code generation or generated code,
+    is a bug in tracejit: not a typed error about the user's program or data (those are
+    TracejitErrors, IRError excepted: it is always ours), nor an interrupt or exhaustion."""
+    if isinstance(error, IRError):
+        return True
+    return isinstance(error, Exception) and not isinstance(error, (TracejitError, MemoryError))
+
+
+def _arguments(graph: Graph, leaves) -> dict:
+    return {v.name or f"in{i}": x for i, (v, x) in enumerate(zip(graph.inputs, leaves,
+                                                                  strict=False))}
+
+
 def _finish(out):
     """0-d results come back as NumPy scalars, as NumPy's own reductions return them; a
     GPU array (0-d too, as CuPy's reductions return them) stays on its device."""
@@ -473,14 +535,18 @@ def jit(
     backend: str | None = None,
     device=None,
     strict: bool = False,
+    check: bool | str | None = None,
 ):
     """Compile ``fn`` per signature. Usable as ``@jit`` or ``@jit(static_argnums=...)``.
     ``device`` (``"cpu"``, ``"cuda:N"``) overrides the ``tj.device`` block of the call;
     ``strict`` (with ``device``) makes an op the GPU cannot run an error instead of a
     warning and a CPU fallback. ``backend`` picks the CPU compiler (``"cpu"`` or
-    ``"reference"``); ``backend="cuda"`` is ``device="cuda"``."""
+    ``"reference"``); ``backend="cuda"`` is ``device="cuda"``. ``check=True`` compares
+    every compiled step with the reference interpreter (raising KernelMismatch),
+    ``check="nan"`` stops at the first NaN or infinity made from finite inputs (raising
+    NonFiniteValue); the default comes from ``TRACEJIT_CHECK`` (``1`` or ``nan``)."""
     if fn is None:
         return functools.partial(jit, static_argnums=static_argnums,
                                  static_argnames=static_argnames, backend=backend,
-                                 device=device, strict=strict)
-    return JitFunction(fn, static_argnums, static_argnames, backend, device, strict)
+                                 device=device, strict=strict, check=check)
+    return JitFunction(fn, static_argnums, static_argnames, backend, device, strict, check)

@@ -150,7 +150,7 @@ class _Transformed:
     arrays it runs a ``jit`` of the same recording, cached per signature, which
     ``lower``/``cache_info`` inspect. Subclasses define ``_traced(args, kwargs)``."""
 
-    def __init__(self, fn, argnums, name: str, backend: str | None):
+    def __init__(self, fn, argnums, name: str, backend: str | None, check=None):
         functools.update_wrapper(self, fn, updated=())
         self._fn = fn
         self._argnums = argnums
@@ -161,7 +161,7 @@ class _Transformed:
 
         traced.__name__ = traced.__qualname__ = f"{name}_{getattr(fn, '__name__', 'f')}"
         self.__name__ = traced.__name__
-        self._jit = jit(traced, backend=backend)
+        self._jit = jit(traced, backend=backend, check=check)
 
     def __call__(self, *args, **kwargs):
         if _active_trace() is not None:
@@ -179,10 +179,12 @@ class _Transformed:
 class GradFunction(_Transformed):
     """The gradient of ``fn`` (see :func:`grad`)."""
 
-    def __init__(self, fn, argnums, has_aux: bool, with_value: bool, backend: str | None):
+    def __init__(self, fn, argnums, has_aux: bool, with_value: bool, backend: str | None,
+                 check=None):
         self._has_aux = has_aux
         self._with_value = with_value
-        super().__init__(fn, argnums, "value_and_grad" if with_value else "grad", backend)
+        super().__init__(fn, argnums, "value_and_grad" if with_value else "grad", backend,
+                         check)
 
     def _traced(self, args, kwargs):
         trace = _core.current()
@@ -206,20 +208,21 @@ class GradFunction(_Transformed):
 
 
 def grad(fn: Callable, argnums: int | tuple[int, ...] = 0, has_aux: bool = False, *,
-         backend: str | None = None) -> GradFunction:
+         backend: str | None = None, check: bool | str | None = None) -> GradFunction:
     """The gradient of a real floating scalar ``fn`` with respect to the positional
     arguments ``argnums`` (an int: that argument's gradient; a tuple: a tuple of them).
     Arguments may be pytrees of float arrays; the gradient has the same structure, shapes
     and dtypes. With ``has_aux``, ``fn`` returns ``(out, aux)`` and the result is
-    ``(grad, aux)``."""
-    return GradFunction(fn, argnums, has_aux, False, backend)
+    ``(grad, aux)``. ``check`` is :func:`jit`'s checking mode for the compiled gradient."""
+    return GradFunction(fn, argnums, has_aux, False, backend, check)
 
 
 def value_and_grad(fn: Callable, argnums: int | tuple[int, ...] = 0, has_aux: bool = False,
-                   *, backend: str | None = None) -> GradFunction:
+                   *, backend: str | None = None,
+                   check: bool | str | None = None) -> GradFunction:
     """Like :func:`grad`, returning ``(value, grad)`` (``((value, aux), grad)`` with
     ``has_aux``) from one forward pass."""
-    return GradFunction(fn, argnums, has_aux, True, backend)
+    return GradFunction(fn, argnums, has_aux, True, backend, check)
 
 
 # ---------------------------------------------------------------- vjp

@@ -64,6 +64,18 @@ def compile(graph: Graph, profile: bool = False, *, reuse=None):
     return run
 
 
+def partition(graph: Graph) -> tuple[Graph, list]:
+    """The steps ``compile`` runs ``graph`` as, in order: the graph after the code
+    generator's own rewrite (skinny matmuls split into products) and one fusion
+    ``Kernel`` per loop kernel or library call. ``check=True`` runs them one at a time."""
+    from ...passes.contract import split_skinny_matmuls
+    from ...passes.fusion import fuse
+    from .codegen import fusible
+
+    graph = split_skinny_matmuls(graph)
+    return graph, fuse(graph, fusible)
+
+
 def _kernels(graph: Graph, code) -> tuple[list, diskcache.Entry | None]:
     """The compiled kernels: from the disk cache when it has them, else from Numba (and
     then saved there)."""

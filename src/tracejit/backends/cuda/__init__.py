@@ -29,7 +29,8 @@ from ...ir import Graph, Node
 from . import library, runner
 from .codegen import CudaModule, fusible, generate
 
-__all__ = ["CudaModule", "compile", "fusible", "generate", "profiled", "source", "supports"]
+__all__ = ["CudaModule", "compile", "fusible", "generate", "partition", "profiled", "source",
+           "supports"]
 
 NAME = "cuda"
 _TYPED = ((IndexError, IndexOutOfBounds), (OverflowError, ScalarOverflow),
@@ -50,6 +51,17 @@ def source(graph: Graph) -> str:
     """The CUDA C of the graph's kernels, then the Python runner that launches them."""
     module = _module(graph)
     return module.source + "\n\n" + runner.generate(graph, module, debug=debug_sync()).source
+
+
+def partition(graph: Graph) -> tuple[Graph, list]:
+    """The steps ``compile`` runs a placed ``graph`` as, in order: the graph itself and one
+    fusion ``Kernel`` per loop kernel or library step (transfers and the nodes placed on
+    the CPU are library steps), as ``generate`` partitions it. ``check=True`` runs them
+    one at a time."""
+    from ...passes.fusion import fuse
+
+    place = graph.placement
+    return graph, fuse(graph, lambda n: (place is None or place.on_target(n.out)) and fusible(n))
 
 
 def debug_sync() -> bool:
