@@ -285,7 +285,7 @@ def _tolerance(v: Value, producers: dict[Value, Node], env: dict, exactly: bool)
     inexact = [n for n in cone if n.op in TRANSCENDENTAL or n.op in ACCUMULATING]
     if not inexact and exactly:
         return None
-    if inexact == cone[:1] and cone[0].op in TRANSCENDENTAL:
+    if cone and inexact == cone[:1] and cone[0].op in TRANSCENDENTAL:
         return "ulp"  # one transcendental op on exact inputs
     scale = 0.0
     for n in cone:
