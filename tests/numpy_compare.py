@@ -14,12 +14,10 @@ from typing import Any
 import numpy as np
 
 # Float ops a compiled backend computes with its own, not correctly rounded, routines (sqrt is
-# correctly rounded everywhere: exact). Mirrors the CPU math module's bound and test_registry.
-TRANSCENDENTAL = frozenset(
-    "exp exp2 expm1 log log2 log10 log1p cbrt sin cos tan arcsin arccos arctan sinh cosh tanh "
-    "arcsinh arccosh arctanh power arctan2 hypot logaddexp".split()
-)
-ULP_BOUND = 4
+# correctly rounded everywhere: exact), and their bound: the checking mode's, one definition.
+from tracejit.check import TRANSCENDENTAL as TRANSCENDENTAL
+from tracejit.check import ULP_BOUND
+
 RTOL = {np.dtype("float16"): 1e-2, np.dtype("float32"): 1e-5, np.dtype("float64"): 1e-12}
 
 
