@@ -113,9 +113,11 @@ def with_scalar(fn: Callable, scalar: Any, reflected: bool = False) -> Callable:
 
 
 def inplace(fn: Callable) -> Callable:
-    """``x op= y`` (``operator.iadd`` is what ``x += y`` runs), returning the rebound ``x``."""
+    """``x op= y`` (``operator.iadd`` is what ``x += y`` runs), returning the rebound ``x``.
+    On a copy: in-place writes to an argument raise InPlaceArgumentError (test_refusals)."""
 
     def update(x, y):
+        x = getattr(x, "copy", lambda: x)()
         x = fn(x, y)
         return x
 
@@ -209,6 +211,7 @@ for dt in DTYPES:
 
 
 def chained_inplace(x, y):
+    x = x.copy()
     x += 1
     x *= y
     x -= 0.5

@@ -32,6 +32,8 @@ from .passes import run_pipeline
 from .passes.placement import place
 from .profiler import ACTIVE as _PROFILES
 from .trace import Tracer, pytree, trace_function
+from .trace.core import array_problem
+from .trace.tracer import as_arguments
 
 CacheInfo = namedtuple("CacheInfo", "hits misses signatures")
 
@@ -86,9 +88,16 @@ class _Entry:
 
 
 def _leaf_key(leaf):
-    """(shape, dtype, weak) of one argument leaf; None for a Tracer (call inside a trace)."""
+    """(shape, dtype, weak) of one argument leaf; None for a Tracer (call inside a trace).
+    InvalidArgument for what jit cannot honour (an np.matrix, a masked array, an object
+    array: see ``trace.core.array_problem``)."""
     t = type(leaf)
-    if t is np.ndarray:
+    if t is np.ndarray and leaf.dtype.kind in "biufc":
+        return (leaf.shape, leaf.dtype, False)
+    if isinstance(leaf, np.ndarray):  # a subclass, or a dtype jit does not compute with
+        problem = array_problem(leaf)
+        if problem is not None:
+            raise InvalidArgument(problem[0], hint=problem[1])
         return (leaf.shape, leaf.dtype, False)
     if t in WEAK_DEFAULT:
         return ((), WEAK_DEFAULT[t], True)
@@ -102,9 +111,14 @@ def _leaf_key(leaf):
     raise InvalidArgument(f"unsupported leaf type {t.__name__}")
 
 
-def _bad_leaf(leaf, name: str) -> InvalidArgument:
+def _bad_leaf(leaf, name: str, problem: InvalidArgument) -> InvalidArgument:
+    """The error for argument ``name`` (a path such as ``params['W']``); ``problem`` is
+    _leaf_key's, whose message says what the leaf is when it is an array."""
+    if isinstance(leaf, np.ndarray):
+        return InvalidArgument(f"argument {name} is {problem.message}; jit cannot honour "
+                               "that", hint=problem.hint)
     return InvalidArgument(
-        f"argument {name!r} is a {type(leaf).__name__}, which jit cannot trace",
+        f"argument {name} is a {type(leaf).__name__}, which jit cannot trace",
         hint="pass NumPy arrays or scalars (or tuples/lists/dicts of them); mark other "
         "arguments static with static_argnums/static_argnames",
     )
@@ -201,14 +215,16 @@ class JitFunction:
         static_pos, statics, static_kw, dyn_args, dyn_kw = split
         leaves, tree = pytree.flatten((dyn_args, dyn_kw))
         keys = []
-        for leaf in leaves:
+        for i, leaf in enumerate(leaves):
             try:
                 k = _leaf_key(leaf)
-            except InvalidArgument:
-                names = self._input_names(tree, static_pos, len(args))
-                raise _bad_leaf(leaf, names[len(keys)]) from None
+            except InvalidArgument as e:
+                names = self._input_names(tree, static_pos, len(args), pytree.leaf_exprs)
+                raise _bad_leaf(leaf, names[i], e) from None
             if k is None:
                 return None, split, leaves, tree
+            if type(leaf) is not np.ndarray and isinstance(leaf, np.ndarray):
+                leaves[i] = leaf.view(np.ndarray)  # an accepted subclass (np.memmap)
             keys.append(k)
         return (len(args), bound, tree, tuple(keys), statics, static_kw), split, leaves, tree
 
@@ -236,7 +252,7 @@ class JitFunction:
         target = self._target()
         key, split, leaves, tree = self._signature(args, kwargs, bound)
         if key is None:  # called on Tracers from an enclosing trace: inline the function
-            return self._fn(*args, **kwargs)
+            return self._fn(*as_arguments(args), **as_arguments(kwargs))
         if target is not None:
             key = (key, target)
         entry = self._lookup(key)
@@ -343,15 +359,15 @@ class JitFunction:
             entry.profiled = run  # a profile times a checked call as a whole
         return entry, (t1 - t0, t2 - t1, t3 - t2)
 
-    def _input_names(self, tree, static_pos, nargs) -> list[str]:
+    def _input_names(self, tree, static_pos, nargs, paths=pytree.leaf_paths) -> list[str]:
         dyn_positions = [i for i in range(nargs) if i not in static_pos]
         arg_trees, kw_tree = tree[1]
         names = []
         for pos, sub in zip(dyn_positions, arg_trees[1], strict=True):
             base = self._param_names[pos] if pos < len(self._param_names) else f"arg{pos}"
-            names += pytree.leaf_paths(sub, base)
+            names += paths(sub, base)
         for k, sub in zip(kw_tree[1], kw_tree[2], strict=True):
-            names += pytree.leaf_paths(sub, k)
+            names += paths(sub, k)
         return names
 
     # ------------------------------------------------------------ inspection

@@ -26,6 +26,7 @@ from .source import SourceLocation
 from .trace import Tracer, pytree
 from .trace import core as _core
 from .trace.core import Trace, bind
+from .trace.tracer import as_arguments
 
 JACOBIAN_MAX_OUTPUTS = 1024  # jacobian unrolls one reverse walk per output element
 
@@ -83,7 +84,7 @@ def _primal(trace: Trace, leaf, what: str, fn) -> Tracer:
             f"cannot differentiate {_describe(fn)} with respect to {what}: it has dtype "
             f"{t.dtype} ({t}); gradients are defined for real floating inputs only",
             hint="convert it with .astype(np.float64), or leave it out of argnums")
-    return bind("reshape", Tracer(value, trace), shape=t.shape)
+    return bind("reshape", Tracer(value, trace, arg=f"argument {what}"), shape=t.shape)
 
 
 def _flatten_primals(trace, args, argnums, fn) -> tuple[list, list[Tracer], list]:
@@ -164,8 +165,8 @@ class _Transformed:
         self._jit = jit(traced, backend=backend, check=check)
 
     def __call__(self, *args, **kwargs):
-        if _active_trace() is not None:
-            return self._traced(args, kwargs)
+        if _active_trace() is not None:  # its arguments are the caller's arrays
+            return self._traced(as_arguments(args), as_arguments(kwargs))
         return self._jit(*args, **kwargs)
 
     def lower(self, *args, **kwargs):

@@ -2,17 +2,72 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import numpy as np
 
-from ..errors import DTypeError, ScalarOverflow, TracingError
+from ..errors import DTypeError, InvalidArgument, ScalarOverflow, TracingError
 from ..ir import Graph, Node, TensorType, Value
 from ..ir.registry import COMPARISONS, REGISTRY
 from ..ir.types import type_of_constant
 from ..source import user_location
 
 _state = threading.local()
+
+# Ops whose result NumPy makes a view of their first operand (squeeze, expand_dims, ravel,
+# basic indexing and .T trace to these): writing into it writes the operand.
+VIEW_OPS = frozenset({"reshape", "transpose", "broadcast_to", "slice"})
+
+
+# ndarray subclasses that are plain memory with nothing to honour beyond the data.
+_PLAIN_SUBCLASSES = (np.memmap,)
+# Class attributes every subclass has or may define without changing what arrays mean.
+_HARMLESS = frozenset({"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__",
+                       "__new__", "__init__", "__slots__", "__annotations__",
+                       "__firstlineno__", "__static_attributes__", "__orig_bases__",
+                       "__parameters__", "__init_subclass__", "__class_getitem__"})
+_KNOWN = {
+    np.matrix: "an np.matrix (its * and ** are matrix products, its results stay 2-D)",
+    np.ma.MaskedArray: "a masked array (jit would drop its mask)",
+    np.recarray: "a record array (np.recarray)",
+}
+
+
+def array_problem(x: np.ndarray) -> tuple[str, str] | None:
+    """(what ``x`` is, the hint) when jit cannot honour what NumPy would do with it: an
+    ndarray subclass that changes operators or results (np.matrix, masked arrays), or a
+    dtype jit does not compute with (structured, object, strings). None for a plain
+    array, np.memmap and subclasses that override nothing of ndarray's: those are plain
+    memory, read as ndarrays (results come back as plain ndarrays)."""
+    problem = _subclass_problem(type(x)) if type(x) is not np.ndarray else None
+    if problem is not None:
+        return problem, ("pass np.asarray(x) if the plain-array meaning is what you want "
+                         "(results come back as plain ndarrays)")
+    if x.dtype.kind not in "biufc":
+        what = ("a structured dtype" if x.dtype.names else
+                "an object array" if x.dtype.kind == "O" else f"dtype {x.dtype}")
+        return what, ("use bool, integer, float or complex arrays: pass fields separately "
+                      "(x['name']) or convert with x.astype(np.float64)")
+    return None
+
+
+@functools.cache
+def _subclass_problem(cls: type) -> str | None:
+    """What keeps jit from treating instances of ``cls`` as plain ndarrays, or None.
+    Cached per class: this runs on every call that is not all plain arrays."""
+    for base in cls.__mro__:
+        if base in _KNOWN:
+            return _KNOWN[base]
+    for base in cls.__mro__:
+        if base is np.ndarray or base in _PLAIN_SUBCLASSES:
+            break
+        overrides = sorted(n for n in vars(base) if n not in _HARMLESS
+                           and hasattr(np.ndarray, n))
+        if overrides:
+            return (f"a {cls.__qualname__}, whose class overrides ndarray's "
+                    f"{', '.join(overrides[:4])}{', ...' if len(overrides) > 4 else ''}")
+    return None
 
 
 def _check_int_literals(ufunc, operands, inputs) -> None:
@@ -44,7 +99,7 @@ class Trace:
 
         v = Value(type, name)
         self.inputs.append(v)
-        return Tracer(v, self)
+        return Tracer(v, self, arg=f"argument {name!r}")
 
     def lift(self, x) -> Value:
         """The IR value of an operand: a Tracer of this trace, or a literal made a constant."""
@@ -66,6 +121,11 @@ class Trace:
         elif isinstance(x, (bool, np.bool_)):
             value = np.bool_(x)
         elif isinstance(x, (np.generic, np.ndarray, list, tuple)):
+            problem = _subclass_problem(type(x)) if isinstance(x, np.ndarray) else None
+            if problem is not None:  # a closure or global np.matrix, masked array...
+                raise InvalidArgument(f"cannot use {problem} as a constant in a jitted "
+                                      "function", hint="use np.asarray(x) if the plain-array "
+                                      "meaning is what you want")
             try:
                 value = np.array(x)  # a private copy: later mutation must not change the trace
             except Exception as e:
@@ -85,7 +145,9 @@ class Trace:
         out_type = opdef.rule(*(v.type for v in inputs), **attrs)
         if opdef.ufunc is not None and op not in COMPARISONS:
             _check_int_literals(opdef.ufunc, operands, inputs)
-        return Tracer(self._emit(op, inputs, attrs, out_type), self)
+        base = operands[0] if op in VIEW_OPS and operands else None
+        arg = base._arg if isinstance(base, Tracer) else None  # a view of an argument is one
+        return Tracer(self._emit(op, inputs, attrs, out_type), self, arg=arg)
 
     def _emit(self, op, inputs, attrs, out_type) -> Value:
         node = Node(op, inputs, attrs, Value(out_type), user_location())

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ConcretizationError, UnsupportedOperation
+from ..errors import ConcretizationError, InPlaceArgumentError, UnsupportedOperation
 from ..ir import TensorType, Value
 
 _CONTROL_FLOW_HINT = (
@@ -22,16 +22,24 @@ _CONTROL_FLOW_HINT = (
 class Tracer:
     """``_scalar`` marks where NumPy would hold a NumPy scalar rather than a 0-d array (the
     0-d result of a ufunc, reduction or integer index): scalars rebind on ``+=`` without
-    NumPy's same-kind cast and have no ``@``."""
+    NumPy's same-kind cast and have no ``@``.
 
-    __slots__ = ("_value", "_trace", "_scalar")
+    ``_arg`` names the argument of the traced function that this object is, or is a view
+    of (``"argument 'x'"``), else None. NumPy would show an in-place write to it to the
+    caller, which a jitted function cannot do yet, so such writes raise; on a value the
+    function computed itself ``x += y`` rebinds, which no one can tell apart. The mark is
+    on the Python object, not the IR value: an inner function gets its own marked objects
+    (:func:`as_arguments`) while its caller's stay free to rebind."""
+
+    __slots__ = ("_value", "_trace", "_scalar", "_arg")
     __array_priority__ = 1000
     __hash__ = None  # like ndarray
 
-    def __init__(self, value: Value, trace, scalar: bool = False):
+    def __init__(self, value: Value, trace, scalar: bool = False, arg: str | None = None):
         self._value = value
         self._trace = trace
         self._scalar = scalar
+        self._arg = arg
 
     # ------------------------------------------------------------ static properties
     @property
@@ -121,6 +129,10 @@ class Tracer:
         self._concrete(".tolist()")
 
     def __setitem__(self, key, value):
+        if self._arg:
+            raise _inplace_error(self, "item assignment (x[...] = v)", hint=(
+                "compute the new array and return it, e.g. x = np.where(mask, value, x), "
+                "or build it with np.concatenate / np.pad; assign it in the caller"))
         raise UnsupportedOperation(
             "item assignment: arrays are immutable inside a jitted function",
             hint="compute the new array instead, e.g. x = np.where(mask, value, x), or build "
@@ -142,7 +154,8 @@ class Tracer:
 
     # ------------------------------------------------------------ methods
     def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
-        return api.astype(self, dtype, casting=casting)
+        out = api.astype(self, dtype, casting=casting)
+        return out.copy() if out is self and copy else out
 
     def reshape(self, *shape, order="C", copy=None):
         return api.reshape(self, shape[0] if len(shape) == 1 else shape, order=order)
@@ -165,7 +178,9 @@ class Tracer:
         return api.ravel(self, order)
 
     def copy(self, order="C"):
-        return self
+        """The same value in a new object that is no argument: ``x = x.copy(); x += 1``
+        is fine, as in NumPy."""
+        return Tracer(self._value, self._trace, self._scalar)
 
     def dot(self, b, out=None):
         return api.dot(self, b, out=out)
@@ -230,7 +245,10 @@ def _binary(ufunc):
         return api.operator(ufunc, other, self)
 
     def iop(self, other):
-        return api.inplace(ufunc, self, other)
+        result = api.inplace(ufunc, self, other)  # first NumPy's own errors (casts, shapes)
+        if self._arg and not (self._scalar or self.aval.weak):  # scalars rebind
+            raise _inplace_error(self, f"{_SYMBOLS[ufunc]}=")
+        return result
 
     return op, rop, iop
 
@@ -266,6 +284,35 @@ def _rdivmod(self, other):
 
 
 Tracer.__divmod__ = _divmod
+
+_SYMBOLS = {np.add: "+", np.subtract: "-", np.multiply: "*", np.true_divide: "/",
+            np.floor_divide: "//", np.remainder: "%", np.power: "**", np.matmul: "@",
+            np.bitwise_and: "&", np.bitwise_or: "|", np.bitwise_xor: "^",
+            np.left_shift: "<<", np.right_shift: ">>"}
+
+
+def _inplace_error(target: Tracer, what: str, hint: str | None = None) -> InPlaceArgumentError:
+    return InPlaceArgumentError(
+        f"in-place {what} on {target._arg} (or a view of it): NumPy would change the "
+        "caller's array, but a jitted function cannot write to its arguments yet", hint=hint)
+
+
+def as_arguments(tree):
+    """``tree`` with each Tracer replaced by a new object for the same value, marked as an
+    argument: a function called inside a trace (an inner ``jit``, ``grad``) receives its
+    caller's arrays, which NumPy would let it change in place."""
+    from . import pytree
+
+    leaves, treedef = pytree.flatten(tree)
+    if not any(isinstance(leaf, Tracer) for leaf in leaves):
+        return tree
+    return pytree.unflatten(treedef, [
+        Tracer(x._value, x._trace, x._scalar, x._arg or _describe(x._value))
+        if isinstance(x, Tracer) else x for x in leaves])
+
+
+def _describe(value: Value) -> str:
+    return f"argument {value.name!r}" if value.name else "an argument"
 Tracer.__rdivmod__ = _rdivmod
 
 from . import numpy_api as api  # noqa: E402  (the functions the methods delegate to)
