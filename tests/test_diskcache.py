@@ -205,3 +205,127 @@ def test_reference_backend_uses_no_disk_cache(cache):
         warnings.simplefilter("error")
         tj.jit(chain, backend="reference")(X, X)
     assert list(cache.iterdir()) == []
+
+
+# ---------------------------------------------------------------- kernels with error paths
+
+
+def _int_forms():
+    """Every integer division, remainder, power and cast form a kernel may hold."""
+    return {
+        "floor_divide": lambda a, b: a // b, "remainder": lambda a, b: a % b,
+        "divmod": lambda a, b: divmod(a, b), "by_zero": lambda a, b: a // (b - b) + a % (b - b),
+        "by_constant": lambda a, b: a // 3 - a % 5, "power": lambda a, b: a ** 2 + b ** 3,
+        "int_power": lambda a, b: a ** (b % 3), "float_floor": lambda a, b: (a / 3) // 0.7,
+        "float_mod": lambda a, b: (a / 3) % 0.7, "to_int": lambda a, b: (a / 3).astype(np.int32),
+        "to_uint8": lambda a, b: (a * 7).astype(np.uint8) // np.uint8(3),
+        "to_float": lambda a, b: a.astype(np.float32) / b, "row": lambda a, b: a // (
+            a.sum(axis=1, keepdims=True) % 5 + 1),
+        "reduced": lambda a, b: (a // b).sum(axis=0) + (a % b).max(axis=1).sum(),
+    }
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint8])
+def test_integer_error_paths_compile_silently_and_are_saved(cache, dtype):
+    """A warning means the user must act: kernels with integer division, remainder, power
+    or casts (error paths in Numba's default error model) save without one."""
+    a = (np.arange(-60, 60) % 97).astype(dtype).reshape(8, 15)
+    b = (np.arange(120) % 7 + 1).astype(dtype).reshape(8, 15)
+    for name, fn in _int_forms().items():
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("error")
+            got = tj.jit(fn, backend="cpu")(a, b)
+            want = fn(a, b)
+        for g, w in zip(*(x if isinstance(x, tuple) else (x,) for x in (got, want)),
+                        strict=True):
+            np.testing.assert_array_equal(g, w, err_msg=name)
+    entries = [p for p in cache.iterdir() if "cfunc(" in (p / "kernels.py").read_text()]
+    assert entries and all((p / "index.json").exists() for p in entries)
+
+
+def test_kernels_that_need_numbas_runtime_stay_out_silently(cache, monkeypatch):
+    """Were a kernel to call Numba's runtime, it is not saved, with no warning (a debug
+    log line), and still runs."""
+    from tracejit.backends.cpu import compiler
+
+    monkeypatch.setattr(compiler, "_resolvable", lambda symbol: False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert run_fresh() == {"loaded": 0, "compiled": 1, "discarded": 0}
+    (entry,) = cache.iterdir()
+    assert sorted(p.name for p in entry.iterdir()) == ["kernels.py"]
+
+
+# ---------------------------------------------------------------- trusting the cache
+
+
+def _modes(root: Path) -> dict[str, int]:
+    return {str(p.relative_to(root)): p.stat().st_mode & 0o777 for p in [root, *root.rglob("*")]}
+
+
+def test_a_fresh_cache_is_private_whatever_the_umask(tmp_path, monkeypatch):
+    root = tmp_path / "made" / "cache"
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(root))
+    monkeypatch.delenv("TRACEJIT_DISK_CACHE", raising=False)
+    old = os.umask(0o002)  # a umask that would make group-writable files
+    try:
+        assert run_fresh() == {"loaded": 0, "compiled": 1, "discarded": 0}
+    finally:
+        os.umask(old)
+    modes = _modes(root)
+    (entry,) = [p for p in modes if p != "." and "/" not in p]
+    assert modes["."] == 0o700 and modes[entry] == 0o700
+    files = {name: mode for name, mode in modes.items() if "/" in name}
+    assert len(files) == 3 and set(files.values()) == {0o600}  # kernels.py, index, library
+    assert run_fresh()["loaded"] == 1  # and it loads
+
+
+@pytest.mark.parametrize("mode", [0o770, 0o777, 0o720], ids=["group", "world", "group-w"])
+def test_a_writable_cache_directory_is_refused(entry, mode):
+    """The cache directory itself writable by others: nothing in it is loaded; one warning
+    says which path and why, and the function still computes."""
+    root = entry.parent
+    root.chmod(mode)
+    with pytest.warns(DiskCacheWarning, match=f"{root}: it is writable by") as record:
+        assert run_fresh()["loaded"] == 0  # compiled, and not saved there either
+        run_fresh()
+    assert len([w for w in record if issubclass(w.category, DiskCacheWarning)]) == 1
+    assert "group" in str(record[0].message) or mode & 0o002 == 0
+
+
+def test_a_writable_entry_directory_is_refused(entry):
+    entry.chmod(0o777)
+    with pytest.warns(DiskCacheWarning, match=f"{entry}: it is writable by group and others"):
+        assert run_fresh()["loaded"] == 0
+
+
+@pytest.mark.parametrize("name", ["index.json", "kernels-*.so"])
+def test_a_writable_file_in_a_good_directory_is_refused_and_replaced(entry, name):
+    (path,) = entry.glob(name)
+    path.chmod(0o646)
+    with pytest.warns(DiskCacheWarning, match=f"{path.name}: it is writable by others"):
+        assert run_fresh() == {"loaded": 0, "compiled": 1, "discarded": 0}
+    library = entry / json.loads((entry / "index.json").read_text())["library"]
+    for saved in (entry / "index.json", library):  # saved anew, privately
+        assert saved.stat().st_mode & 0o777 == 0o600
+    assert run_fresh()["loaded"] == 1
+
+
+def test_a_cache_owned_by_someone_else_is_refused(entry, monkeypatch):
+    """Ownership cannot be given away without root privileges (and tests run as root), so
+    the current user is what changes."""
+    monkeypatch.setattr(diskcache, "_uid", lambda: entry.stat().st_uid + 4242)
+    with pytest.warns(DiskCacheWarning, match="it is owned by uid .* not by you"):
+        assert run_fresh()["loaded"] == 0
+
+
+def test_trust_judges_owner_and_mode(tmp_path, monkeypatch):
+    path = tmp_path / "f"
+    path.write_text("")
+    path.chmod(0o600)
+    assert diskcache._distrust(path) is None
+    path.chmod(0o620)
+    assert diskcache._distrust(path) == "writable by group (mode 0620)"
+    path.chmod(0o644)
+    monkeypatch.setattr(diskcache, "_uid", lambda: path.stat().st_uid + 1)
+    assert "owned by uid" in diskcache._distrust(path)

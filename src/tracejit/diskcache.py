@@ -17,6 +17,14 @@ Files are written under a temporary name and renamed into place, ``index.json`` 
 concurrent processes see whole entries or none. What cannot be read back (a truncated
 ``kernels.py``, a library whose hash does not match, one that will not load) is discarded
 with a :class:`~tracejit.errors.DiskCacheWarning` and compiled afresh.
+
+The libraries are machine code this process runs, so the cache is trusted only when it is
+the user's own, as ssh treats its keys: the cache directory, an entry's directory,
+``index.json`` or the library owned by another user, or writable by group or others, is not
+used (one warning per path says why) and the kernels compile instead. Directories are made
+``0o700`` and files ``0o600`` whatever the umask. A kernel that cannot be saved because it
+calls Numba's runtime (:class:`NotCacheable`) simply stays out of the cache: nothing for the
+user to do, so no warning.
 """
 
 from __future__ import annotations
@@ -24,9 +32,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import os
 import platform
 import shutil
+import stat
 import uuid
 import warnings
 from dataclasses import dataclass, replace
@@ -38,6 +48,10 @@ from .errors import DiskCacheWarning
 from .ir import Graph
 
 _FORMAT = "tracejit-diskcache-2"  # bump when the layout of an entry changes
+
+
+class NotCacheable(OSError):
+    """A kernel calls functions a library loaded without Numba could not resolve."""
 
 
 @dataclass(frozen=True)
@@ -151,17 +165,25 @@ class Entry:
 
     def load(self, n: int) -> list | None:
         """The entry's ``n`` kernels as callables, or None when they have not been saved
-        (or could not be read back: then the files are discarded, with a warning)."""
+        (or could not be read back: then the files are discarded, with a warning; or are
+        not the user's own: then they are left alone, with a warning, and saving replaces
+        them)."""
         from .backends.cpu import native
 
         try:
+            distrust = _distrust(self.index)
             index = json.loads(self.index.read_text())
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as e:
             return self._discard_library(e)
+        if distrust:
+            return _refuse(self.index, distrust)
         try:
             symbols, library = index["symbols"], self.directory / index["library"]
+            distrust = _distrust(library)
+            if distrust:
+                return _refuse(library, distrust)
             if len(symbols) != n or native.digest(library) != index["sha256"]:
                 raise ValueError(f"{library.name} does not match index.json")
             kernels = native.load(library, symbols)
@@ -182,11 +204,14 @@ class Entry:
         tmp = self.directory / f".kernels.{uuid.uuid4().hex[:12]}.so"
         try:
             native.link(objects(), tmp)
+            os.chmod(tmp, 0o600)  # dlopen needs no more; the linker made it 0o755 - umask
             digest = native.digest(tmp)
             library = f"kernels-{digest[:16]}.so"
             os.replace(tmp, self.directory / library)
             _write_atomic(self.index, json.dumps(
                 {"library": library, "symbols": symbols, "sha256": digest}).encode())
+        except NotCacheable as e:  # ours, not the user's: compiled each process, silently
+            _log().debug("tracejit: not saving kernels to the disk cache: %s", e)
         except OSError as e:
             warnings.warn(f"tracejit: could not save compiled kernels to {self.directory} "
                           f"({e})", DiskCacheWarning, stacklevel=2)
@@ -218,16 +243,23 @@ def open_entry(graph: Graph, source: str, backend: str) -> Entry | None:
     path = directory / "kernels.py"
     data = source.encode()
     try:
+        _make_private_dir(root)
+        distrust = _distrust(root)
+        if distrust:
+            return _refuse(root, distrust)
         try:
             existing = path.read_bytes()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             existing = None
         if existing is not None and existing != data:
             _discard(directory, "kernels.py does not match the generated source")
             existing = None
         if existing is None:
-            directory.mkdir(parents=True, exist_ok=True)
+            _make_private_dir(directory)
             _write_atomic(path, data)
+        distrust = _distrust(directory)
+        if distrust:
+            return _refuse(directory, distrust)
     except OSError as e:
         warnings.warn(f"tracejit: cannot use the cache directory {root} ({e}); compiling "
                       "without the disk cache (set TRACEJIT_CACHE_DIR or TRACEJIT_DISK_CACHE=0)",
@@ -237,12 +269,70 @@ def open_entry(graph: Graph, source: str, backend: str) -> Entry | None:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
+    """Write ``path`` whole or not at all, readable and writable by its owner only."""
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
     try:
-        tmp.write_bytes(data)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o600)  # the umask may have taken the owner's bits too
+            f.write(data)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _make_private_dir(path: Path) -> None:
+    """Create ``path`` (and missing parents, which keep the system's usual modes) as
+    ``0o700`` whatever the umask; an existing directory is left as it is (and judged by
+    :func:`_distrust`)."""
+    if path.is_dir():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(mode=0o700)
+    except FileExistsError:  # another process made it first, or it is not a directory
+        if not path.is_dir():
+            raise
+        return
+    os.chmod(path, 0o700)
+
+
+def _uid() -> int | None:
+    """The current user (None where there are no POSIX owners). Tests replace it."""
+    return os.getuid() if hasattr(os, "getuid") else None
+
+
+def _distrust(path: Path) -> str | None:
+    """Why ``path`` must not be trusted with machine code, or None: owned by another user,
+    or writable by its group or by others (either could swap in a library)."""
+    uid = _uid()
+    if uid is None:
+        return None
+    st = path.stat()
+    if st.st_uid != uid:
+        return f"owned by uid {st.st_uid}, not by you (uid {uid})"
+    mode = stat.S_IMODE(st.st_mode)
+    who = [w for w, bit in (("group", stat.S_IWGRP), ("others", stat.S_IWOTH)) if mode & bit]
+    if who:
+        return f"writable by {' and '.join(who)} (mode {mode:04o})"
+    return None
+
+
+_refused: set[Path] = set()
+
+
+def _refuse(path: Path, reason: str) -> None:
+    """Warn, once per path and process, that ``path`` is not used; returns None."""
+    if path not in _refused:
+        _refused.add(path)
+        warnings.warn(f"tracejit: not loading compiled kernels from {path}: it is {reason}; "
+                      "compiling instead. Make it yours and private (chown, chmod go-w), or "
+                      "remove it, or set TRACEJIT_CACHE_DIR", DiskCacheWarning, stacklevel=4)
+
+
+@functools.cache
+def _log() -> logging.Logger:
+    return logging.getLogger("tracejit")
 
 
 def _discard(directory: Path, reason: str) -> None:

@@ -30,15 +30,18 @@ def compile_kernels(text: str, filename: str, names: list[str]):
 
 
 def _objects(cfuncs) -> list[bytes]:
-    """Object code of each kernel. OSError if a kernel calls a function that a library
-    loaded without Numba could not resolve (one of Numba's runtime helpers)."""
+    """Object code of each kernel. NotCacheable (an OSError) if a kernel calls a function
+    that a library loaded without Numba could not resolve (one of Numba's runtime helpers):
+    the disk cache then keeps the module out, without troubling the user."""
+    from ...diskcache import NotCacheable
+
     objects = []
     for c in cfuncs:
         module = c._library._final_module  # the optimised LLVM module Numba JIT-compiled
         missing = [f.name for f in module.functions
                    if f.is_declaration and not _resolvable(f.name)]
         if missing:
-            raise OSError(f"{c.__name__} calls Numba runtime functions {missing}")
+            raise NotCacheable(f"{c.__name__} calls Numba runtime functions {missing}")
         objects.append(_target_machine().emit_object(module))
     return objects
 
