@@ -632,7 +632,7 @@ def mismatches(prog: Program, got: tuple, who: str = "tracejit") -> list[str]:
         bad = ~(diff <= allowed)  # NaN is bad
         if bad.any():
             k = np.unravel_index(np.argmax(np.where(bad, diff / allowed, 0)), bad.shape)
-            k = k if np.ndim(g) else ()
+            k = tuple(int(j) for j in k) if np.ndim(g) else ()
             problems.append(
                 f"v{i}: {who} {np.asarray(g)[k]!r} at {k}, oracle {float(wide[k])!r}, error "
                 f"{float(diff[k]):.3g} > allowed {float(allowed[k]):.3g}; "
