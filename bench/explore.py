@@ -169,7 +169,8 @@ def main() -> None:
     # No disk cache: no program is seen twice, and saving the kernels' object code costs
     # about a third of the time (TRACEJIT_DISK_CACHE=1 tests that path too, in a tmp dir).
     os.environ.setdefault("TRACEJIT_DISK_CACHE", "0")
-    os.environ.setdefault("TRACEJIT_CACHE_DIR", tempfile.mkdtemp(prefix="tracejit-explore-"))
+    if os.environ["TRACEJIT_DISK_CACHE"] != "0" and "TRACEJIT_CACHE_DIR" not in os.environ:
+        os.environ["TRACEJIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="tracejit-explore-")
     if args.backend == "cuda":
         import cudasim
 
