@@ -53,36 +53,27 @@ def _unflatten(td, it):
 def leaf_paths(treedef: Any, prefix: str) -> list[str]:
     """Readable names for the leaves, e.g. ``params.W`` or ``xs.1`` (used to name IR inputs)."""
     out: list[str] = []
-    _paths(treedef, prefix, out)
+    _paths(treedef, prefix, out, False)
     return out
-
-
-def _paths(td, prefix, out):
-    if td is LEAF:
-        out.append(prefix)
-    elif td is not None:
-        keys = td[1] if td[0] == "d" else range(len(td[-1]))
-        for k, c in zip(keys, td[-1], strict=True):
-            _paths(c, f"{prefix}.{k}", out)
 
 
 def leaf_exprs(treedef: Any, prefix: str) -> list[str]:
     """The leaves as the Python expressions that reach them, e.g. ``params['W']`` or
     ``xs[1]``, for messages that point the user at one argument."""
     out: list[str] = []
-    _exprs(treedef, prefix, out)
+    _paths(treedef, prefix, out, True)
     return out
 
 
-def _exprs(td, prefix, out):
+def _paths(td, prefix: str, out: list[str], python: bool) -> None:
     if td is LEAF:
         out.append(prefix)
     elif td is not None:
-        if td[0] == "n":
+        if td[0] == "d":
+            steps = [f"[{k!r}]" if python else f".{k}" for k in td[1]]
+        elif td[0] == "n" and python:
             steps = [f".{f}" for f in td[1]._fields]
-        elif td[0] == "d":
-            steps = [f"[{k!r}]" for k in td[1]]
         else:
-            steps = [f"[{i}]" for i in range(len(td[-1]))]
+            steps = [f"[{i}]" if python else f".{i}" for i in range(len(td[-1]))]
         for step, c in zip(steps, td[-1], strict=True):
-            _exprs(c, prefix + step, out)
+            _paths(c, prefix + step, out, python)
