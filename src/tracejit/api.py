@@ -282,7 +282,7 @@ class JitFunction:
         try:
             outs = entry.run(*leaves)
         except BaseException as e:
-            if isinstance(e, TracejitError) and not isinstance(e, IRError):
+            if isinstance(e, _DATA_ERRORS) and not isinstance(e, IRError):
                 raise  # an error in the user's data (an index out of range): the code is fine
             with self._lock:  # code that failed to compile must not stay cached
                 if self._cache.get(key) is entry:
@@ -457,6 +457,12 @@ _ndarray = np.ndarray
 
 def _everything(node) -> bool:
     return True
+
+
+# What a correct runner raises about the data it is given, as NumPy would: tracejit's typed
+# errors, and NumPy's own floating-point errors under np.errstate(...='raise') (the
+# reference backend runs NumPy itself).
+_DATA_ERRORS = (TracejitError, FloatingPointError)
 
 
 def _ours(error: BaseException) -> bool:
