@@ -29,6 +29,13 @@ def source(graph: Graph) -> str:
     return generate(graph).source
 
 
+def partition(graph: Graph) -> tuple[Graph, list]:
+    """The graph ``compile`` runs and its steps (see ``codegen.partition``)."""
+    from .codegen import partition
+
+    return partition(graph)
+
+
 def compile(graph: Graph, profile: bool = False, *, reuse=None):
     """The runner ``run(*leaves) -> list`` for ``graph``.
 
@@ -62,18 +69,6 @@ def compile(graph: Graph, profile: bool = False, *, reuse=None):
     run.kernels = kernels
     run.disk_cache = disk
     return run
-
-
-def partition(graph: Graph) -> tuple[Graph, list]:
-    """The steps ``compile`` runs ``graph`` as, in order: the graph after the code
-    generator's own rewrite (skinny matmuls split into products) and one fusion
-    ``Kernel`` per loop kernel or library call. ``check=True`` runs them one at a time."""
-    from ...passes.contract import split_skinny_matmuls
-    from ...passes.fusion import fuse
-    from .codegen import fusible
-
-    graph = split_skinny_matmuls(graph)
-    return graph, fuse(graph, fusible)
 
 
 def _kernels(graph: Graph, code) -> tuple[list, diskcache.Entry | None]:

@@ -111,12 +111,19 @@ class Generated:
         return self.kernels + "\n" + self.runner
 
 
+def partition(graph: Graph) -> tuple[Graph, list[Kernel]]:
+    """The steps ``graph`` runs as, in order: the graph after this generator's own rewrite
+    (skinny matmuls split into products) and one fusion ``Kernel`` per loop kernel or
+    library call (``check=True`` runs them one at a time)."""
+    graph = split_skinny_matmuls(graph)
+    return graph, fuse(graph, fusible)
+
+
 def generate(graph: Graph, profile: bool = False) -> Generated:
     """The generated code. With ``profile`` the runner times every step and calls
     ``record(step, seconds)``; ``namespace["steps"]`` describes the steps."""
-    graph = split_skinny_matmuls(graph)
+    graph, kernels = partition(graph)
     mod = _Module(graph)
-    kernels = fuse(graph, fusible)
     loop_inputs = {v for k in kernels if k.kind == "loop" for v in k.inputs if v.type.ndim}
     body: list[str] = []
     for v in graph.inputs:  # the kernels read C-contiguous arrays of the signature's dtype

@@ -26,7 +26,7 @@ import numpy as np
 from ... import targets
 from ...errors import IndexOutOfBounds, InvalidValue, IRError, KernelError, ScalarOverflow
 from ...ir import Graph, Node
-from . import library, runner
+from . import codegen, library, runner
 from .codegen import CudaModule, fusible, generate
 
 __all__ = ["CudaModule", "compile", "fusible", "generate", "partition", "profiled", "source",
@@ -43,8 +43,7 @@ def supports(node: Node) -> bool:
 
 
 def _module(graph: Graph) -> CudaModule:
-    place = graph.placement
-    return generate(graph, on_device=lambda n: place is None or place.on_target(n.out))
+    return generate(graph, on_device=_on_target(graph))
 
 
 def source(graph: Graph) -> str:
@@ -54,14 +53,15 @@ def source(graph: Graph) -> str:
 
 
 def partition(graph: Graph) -> tuple[Graph, list]:
-    """The steps ``compile`` runs a placed ``graph`` as, in order: the graph itself and one
-    fusion ``Kernel`` per loop kernel or library step (transfers and the nodes placed on
-    the CPU are library steps), as ``generate`` partitions it. ``check=True`` runs them
-    one at a time."""
-    from ...passes.fusion import fuse
+    """The steps ``compile`` runs a placed ``graph`` as, in order, as ``generate``
+    partitions it (transfers and the nodes placed on the CPU are library steps);
+    ``check=True`` runs them one at a time."""
+    return graph, codegen.partition(graph, _on_target(graph))
 
+
+def _on_target(graph: Graph):
     place = graph.placement
-    return graph, fuse(graph, lambda n: (place is None or place.on_target(n.out)) and fusible(n))
+    return lambda n: place is None or place.on_target(n.out)
 
 
 def debug_sync() -> bool:

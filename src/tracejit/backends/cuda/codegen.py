@@ -142,6 +142,12 @@ class CudaModule:
         return [launch.function for s in self.steps for launch in s.launches]
 
 
+def partition(graph: Graph, on_device: Callable[[Node], bool]) -> list[Kernel]:
+    """The steps of ``graph``, in order: one fusion ``Kernel`` per loop kernel or library
+    step; only nodes ``on_device`` join loop kernels."""
+    return fuse(graph, lambda n: on_device(n) and fusible(n))
+
+
 def generate(graph: Graph, prefix: str = "",
              on_device: Callable[[Node], bool] = lambda n: True) -> CudaModule:
     """The CUDA module of ``graph``; ``prefix`` goes before every function name. Only
@@ -153,7 +159,7 @@ def generate(graph: Graph, prefix: str = "",
                (v.type.weak if place is None else place.where(v) is None)}
     lines = [f"// tracejit CUDA backend: {graph.name}", ops.PRELUDE.strip(), ""]
     steps: list[Step] = []
-    for k, kern in enumerate(fuse(graph, lambda n: on_device(n) and fusible(n))):
+    for k, kern in enumerate(partition(graph, on_device)):
         names = [n.op for n in kern.nodes]
         if kern.kind == "library":
             steps.append(Step("library", "library", names, kern))
