@@ -15,10 +15,11 @@ import numpy as np
 
 # Float ops a compiled backend computes with its own, not correctly rounded, routines (sqrt is
 # correctly rounded everywhere: exact), and their bound: the checking mode's, one definition.
+from tracejit import check
 from tracejit.check import TRANSCENDENTAL as TRANSCENDENTAL
 from tracejit.check import ULP_BOUND
 
-RTOL = {np.dtype("float16"): 1e-2, np.dtype("float32"): 1e-5, np.dtype("float64"): 1e-12}
+RTOL = {np.dtype(f"float{8 * size}"): rtol for size, rtol in check.RTOL.items()}
 
 
 class _Ulp:
