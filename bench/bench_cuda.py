@@ -6,7 +6,7 @@ JAX and PyTorch already are):
     PYTHONPATH=src python bench/bench_cuda.py            # full tables, short table last
     PYTHONPATH=src python bench/bench_cuda.py --write    # also replace RESULTS.md's "## GPU"
     python bench/bench_cuda.py --write-from FILE         # put a fetched bench_cuda.md there
-    PYTHONPATH=src python bench/bench_cuda.py --smoke --sim   # tiny, on tests/cudasim
+    PYTHONPATH=src python bench/bench_cuda.py --smoke --sim   # tiny, on tools/cudasim
 
 When OUT is set, the full tables go to $OUT/bench_cuda.md (rewritten after each benchmark,
 so a run cut short keeps what it measured) and a log with tracebacks to
@@ -36,7 +36,7 @@ the gradient and the update); then it is timed as a loop of N calls on GPU-resid
 after warm-up calls, synchronised once at the end, on the host clock. The table gives the
 median of R loops and their range. A peer that is not installed, a JAX without a GPU, or
 a contender that fails is a row with the reason, never a crash. --sim installs the
-emulated CuPy of tests/cudasim (kernels run on CPU threads, slowly) to smoke-test the
+emulated CuPy of tools/cudasim (kernels run on CPU threads, slowly) to smoke-test the
 script on a machine without a GPU; the real-GPU peers are skipped there.
 """
 
@@ -689,7 +689,7 @@ def environment() -> str:
     except Skip as e:
         gpu = f"no GPU ({e})"
     except AttributeError:
-        gpu = "the emulated GPU of tests/cudasim (--sim: times mean nothing)"
+        gpu = "the emulated GPU of tools/cudasim (--sim: times mean nothing)"
 
     def version(name: str, label: str) -> str:
         fw = _frameworks.get(name)
@@ -714,9 +714,9 @@ def write_results(text: str) -> None:
 
 
 def install_sim() -> None:
-    """Put tests/cudasim's emulated CuPy in sys.modules (smoke tests only)."""
+    """Put tools/cudasim's emulated CuPy in sys.modules (smoke tests only)."""
     global SIM
-    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
     import cudasim
 
     cudasim.install()
@@ -742,7 +742,7 @@ def main() -> None:
     parser.add_argument("--write-from", metavar="FILE",
                         help="replace RESULTS.md's GPU section with FILE (a bench_cuda.md)")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, few repetitions")
-    parser.add_argument("--sim", action="store_true", help="use tests/cudasim's emulated CuPy")
+    parser.add_argument("--sim", action="store_true", help="use tools/cudasim's emulated CuPy")
     parser.add_argument("--only", default="exp,chain,grad", help="comma-separated subset")
     args = parser.parse_args()
     if args.write and (args.smoke or args.sim):

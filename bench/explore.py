@@ -13,7 +13,7 @@ batch, which is where a compiled backend spends its time (the kernels still comp
 one, but the per-function work is shared). The programs share no values, so each output
 still depends on its own program only; a batch that fails is run again program by program
 to name the culprit (and recorded whole if none fails alone). ``--backend cuda`` runs on the
-emulated GPU of tests/cudasim (g++ compiles the kernels).
+emulated GPU of tools/cudasim (g++ compiles the kernels).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tools"))
 
 import numpy as np  # noqa: E402
 import test_oracle  # noqa: E402

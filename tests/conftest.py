@@ -3,7 +3,7 @@
 By default every available backend of "reference" and "cpu" (the whole suite takes about
 9 minutes on 2 cores, 3 on the reference backend alone); TRACEJIT_TEST_BACKENDS=reference
 (comma-separated names) picks backends. TRACEJIT_TEST_BACKENDS=cuda runs them on GPU 0,
-where CuPy sees one, or on the emulated GPU of tests/cudasim with TRACEJIT_TEST_CUDASIM=1.
+where CuPy sees one, or on the emulated GPU of tools/cudasim with TRACEJIT_TEST_CUDASIM=1.
 Hypothesis examples are the same on every run unless HYPOTHESIS_PROFILE=explore.
 """
 

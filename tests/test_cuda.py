@@ -1,7 +1,7 @@
 """The CUDA backend end to end: placement, transfers, the runner, library steps, errors,
 synchronisation, profiling and gradients on a GPU.
 
-Where no GPU is present these tests run on ``cudasim`` (tests/cudasim), an emulated CuPy
+Where no GPU is present these tests run on ``cudasim`` (tools/cudasim), an emulated CuPy
 that compiles the generated CUDA C with g++ and runs each block's threads as OS threads;
 on a machine whose CuPy sees a GPU (TRACEJIT_TEST_REAL_GPU=1) they run on the real one.
 """

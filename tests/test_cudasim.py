@@ -1,4 +1,4 @@
-"""cudasim, the emulated CuPy (tests/cudasim): it runs the CUDA C that tracejit's code
+"""cudasim, the emulated CuPy (tools/cudasim): it runs the CUDA C that tracejit's code
 generator emits, on CPU threads, and gives the answers NumPy gives; its CuPy subset has
 CuPy's semantics and is strict where a runner could go wrong silently.
 

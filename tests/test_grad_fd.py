@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import tracejit as tj
-from tracejit.passes.vjp_rules import RULES
+from tracejit.ad.rules import VJP
 
 SETTINGS = settings(max_examples=10, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -234,7 +234,7 @@ def test_cases_cover_every_rule():
         seen |= {n.op for n in _grad_all(f, len(xs)).lower(*xs).graph.nodes}
     # convert is checked against its exact gradient in test_autodiff.py (a float32 round trip
     # is too coarse for finite differences); constant has no inputs
-    missing = set(RULES) - seen - {"constant", "scatter_add", "convert"}
+    missing = set(VJP) - seen - {"constant", "scatter_add", "convert"}
     assert not missing, f"ops with a VJP rule but no finite-difference case: {missing}"
     assert "scatter_add" in seen  # the gradient of gather
 

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from tracejit import optable
+import optable
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -11,5 +11,5 @@ def test_readme_op_tables_are_current():
     text = README.read_text()
     assert optable.BEGIN in text and optable.END in text
     assert optable.replace_section(text) == text, (
-        "README op tables are stale: run `python -m tracejit.optable --write README.md`"
+        "README op tables are stale: run `python tools/optable.py --write README.md`"
     )

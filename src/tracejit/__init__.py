@@ -1,8 +1,8 @@
 """tracejit: a tracing JIT compiler for plain NumPy code."""
 
 from . import errors, nn
+from .ad import grad, jacobian, stop_gradient, value_and_grad, vjp
 from .api import CacheInfo, JitFunction, Lowered, jit
-from .autodiff import grad, jacobian, stop_gradient, value_and_grad, vjp
 from .backends import available_backends
 from .profiler import Profile, profile
 from .targets import (

@@ -7,7 +7,7 @@ file and line and say what to do instead.
 
 from __future__ import annotations
 
-from .source import SourceLocation, user_location
+from .locations import SourceLocation, user_location
 
 
 class TracejitError(Exception):

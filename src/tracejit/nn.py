@@ -15,7 +15,7 @@ import operator
 
 import numpy as np
 
-from .autodiff import stop_gradient
+from .ad import stop_gradient
 
 __all__ = ["binary_crossentropy", "categorical_crossentropy", "log_softmax", "logsumexp", "mse",
            "one_hot", "relu", "sigmoid", "softmax", "softplus"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..source import SourceLocation
+from ..locations import SourceLocation
 from .types import TensorType
 
 

@@ -2,8 +2,8 @@
 
 Each entry gives the op's kind, its shape/dtype rule (``rule(*input_types, **attrs) ->
 TensorType``, raising the error NumPy would raise) and its NumPy reference implementation
-(``impl(*arrays, **attrs)``). Passes, backends, the README's op table and the tests that
-enumerate the registry all read from here.
+(``impl(*arrays, **attrs)``). Passes, backends, the README's op table
+(``tools/optable.py``) and the tests that enumerate the registry all read from here.
 """
 
 from __future__ import annotations
@@ -48,17 +48,6 @@ def register(name: str, kind: Kind, rule, impl, doc: str, ufunc: np.ufunc | None
     if name in REGISTRY:
         raise ValueError(f"op {name!r} registered twice")
     REGISTRY[name] = OpDef(name, kind, rule, impl, doc, ufunc)
-
-
-def op_table_markdown() -> str:
-    """The README's table of IR ops, generated so it can never drift from the registry."""
-    from . import ops  # noqa: F401  (populates REGISTRY)
-
-    lines = ["| kind | ops |", "|---|---|"]
-    for kind in Kind:
-        names = sorted(n for n, d in REGISTRY.items() if d.kind is kind)
-        lines.append(f"| {kind.value} | {', '.join(f'`{n}`' for n in names)} |")
-    return "\n".join(lines)
 
 
 COMPARISONS = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}

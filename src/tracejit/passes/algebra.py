@@ -177,7 +177,7 @@ def _same_type(node: Node, producer: Producer):
     return x if x.type == node.out.type else None
 
 
-RULES: dict[str, Callable[[Node, Producer], Value | list[Node] | None]] = {
+REWRITES: dict[str, Callable[[Node, Producer], Value | list[Node] | None]] = {
     **dict.fromkeys(_NEUTRAL, _neutral),
     "power": _power,
     "negative": _negative,
@@ -190,7 +190,7 @@ RULES: dict[str, Callable[[Node, Producer], Value | list[Node] | None]] = {
 
 
 def rewrite(node: Node, producer: Producer) -> Value | list[Node] | None:
-    rule = RULES.get(node.op)
+    rule = REWRITES.get(node.op)
     result = rule(node, producer) if rule else None
     if result is None and REGISTRY[node.op].kind is Kind.ELEMENTWISE:
         result = _elementwise(node, producer)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from ..errors import PlacementError, PlacementWarning
 from ..ir import Graph, Node, Value
 from ..ir.registry import REGISTRY, Kind
-from ..source import user_location
+from ..locations import user_location
 from .fusion import LOOP_REDUCTIONS
 
 

@@ -64,9 +64,9 @@ def stabilize_nodes(nodes: list[Node]) -> list[Node]:
     out, changed = [], False
     for node in nodes:
         new = None
-        if node.out.type.dtype.kind == "f" and node.op in RULES:
+        if node.out.type.dtype.kind == "f" and node.op in STABLE_FORMS:
             try:
-                new = RULES[node.op](node, traced.get)
+                new = STABLE_FORMS[node.op](node, traced.get)
             except TracejitError:  # a rule rejected a replacement node: keep the original
                 new = None
         out.extend(new or [node])
@@ -308,7 +308,7 @@ def _sigmoid(node: Node, producer: Producer) -> list[Node] | None:
     return b.finish(b("where", nonneg, b("true_divide", one, d), b("true_divide", z, d)))
 
 
-RULES: dict[str, Callable[[Node, Producer], list[Node] | None]] = {
+STABLE_FORMS: dict[str, Callable[[Node, Producer], list[Node] | None]] = {
     "log": _log,
     "log1p": _log1p,
     "subtract": _expm1,

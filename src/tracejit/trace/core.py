@@ -11,7 +11,7 @@ from ..errors import DTypeError, InvalidArgument, ScalarOverflow, TracingError
 from ..ir import Graph, Node, TensorType, Value
 from ..ir.registry import COMPARISONS, REGISTRY
 from ..ir.types import type_of_constant
-from ..source import user_location
+from ..locations import user_location
 
 _state = threading.local()
 

@@ -4,7 +4,7 @@ A rule is ``rule(g, ans, *xs, **attrs) -> tuple`` with one cotangent (or None) p
 ``g`` is the cotangent of the node's output ``ans``, ``xs`` its inputs, all Tracers of the
 trace being recorded. Rules are written with ``bind``, so the backward graph is made of IR
 ops and is itself differentiable (higher order). A rule may return a cotangent with the
-output's shape and dtype: the walker in ``autodiff.py`` sums it back to the input's shape
+output's shape and dtype: the walker in ``backward.py`` sums it back to the input's shape
 (broadcasting) and casts it to the input's dtype, so rules need not.
 
 Choices (as in autograd and JAX): ``max``/``min`` reductions and ``maximum``/``minimum``/
@@ -292,7 +292,7 @@ def _scatter_add_rule(g, ans, x, updates, *idx, axis):
 
 LN2, LN10 = math.log(2.0), math.log(10.0)
 
-RULES = {
+VJP = {
     "add": lambda g, ans, x, y: (g, g),
     "subtract": lambda g, ans, x, y: (g, _neg(g)),
     "multiply": lambda g, ans, x, y: (_mul(g, y), _mul(g, x)),

@@ -2,7 +2,7 @@
 
 Why in the trace and not as a ``Graph -> Graph`` pass: the function is traced once, then
 the nodes it appended are walked in reverse from its output and each node's VJP rule
-(``vjp_rules.py``) emits the backward nodes into the same trace with ``bind``. So the
+(``ad/rules.py``) emits the backward nodes into the same trace with ``bind``. So the
 gradient is one graph with the forward pass (fused and compiled like any other); a
 function closing over values of an enclosing trace differentiates with them as
 constants; and a gradient of a gradient simply walks the nodes the first walk emitted,
@@ -15,7 +15,7 @@ from ..errors import IRError, UnsupportedOperation
 from ..ir import TensorType, Value
 from ..trace.core import Trace, bind
 from ..trace.tracer import Tracer
-from .vjp_rules import NON_DIFFERENTIABLE, RULES, ZERO_GRADIENT
+from .rules import NON_DIFFERENTIABLE, VJP, ZERO_GRADIENT
 
 _DIFFERENTIABLE_KINDS = "fc"
 
@@ -83,7 +83,7 @@ def backward(trace: Trace, start: int, end: int, seeds: list[tuple[Value, Tracer
             raise UnsupportedOperation(
                 f"gradients through complex values ({n.op} gives {n.out.type}) are not "
                 "supported", hint="differentiate a real-valued computation", location=n.loc)
-        rule = RULES.get(n.op)
+        rule = VJP.get(n.op)
         if rule is None:
             raise UnsupportedOperation(f"no gradient rule for the op {n.op!r}", location=n.loc)
         mark = len(trace.nodes)

@@ -4,8 +4,7 @@ A gradient function called on arrays is a ``jit`` of its symbolic version (one c
 per signature, on the default or the given backend), so forward and backward pass are one
 IR graph, simplified, fused and compiled together. Called inside a trace (``jit(grad(f))``,
 ``grad(grad(f))``, or from a function an outer ``jit`` traces) it records into that trace
-instead. The reverse walk and the per-op rules are in ``passes/autodiff.py`` and
-``passes/vjp_rules.py``.
+instead. The reverse walk is in ``ad/backward.py``, the per-op rules in ``ad/rules.py``.
 """
 
 from __future__ import annotations
@@ -17,16 +16,16 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .api import jit
-from .errors import DTypeError, InvalidArgument, ShapeError, UnsupportedOperation
-from .ir import Value
-from .passes.autodiff import backward
-from .passes.stabilize import stabilize_nodes
-from .source import SourceLocation
-from .trace import Tracer, pytree
-from .trace import core as _core
-from .trace.core import Trace, bind
-from .trace.tracer import as_arguments
+from ..api import jit
+from ..errors import DTypeError, InvalidArgument, ShapeError, UnsupportedOperation
+from ..ir import Value
+from ..locations import SourceLocation
+from ..passes.stabilize import stabilize_nodes
+from ..trace import Tracer, pytree
+from ..trace import core as _core
+from ..trace.core import Trace, bind
+from ..trace.tracer import as_arguments
+from .backward import backward
 
 JACOBIAN_MAX_OUTPUTS = 1024  # jacobian unrolls one reverse walk per output element
 

@@ -1,6 +1,6 @@
 """The README's supported-op tables, generated from the registry and the tracer's tables.
 
-``python -m tracejit.optable --write README.md`` refreshes the README between its markers;
+``python tools/optable.py --write README.md`` refreshes the README between its markers;
 a test fails when the README is stale.
 """
 
@@ -9,10 +9,19 @@ from __future__ import annotations
 import argparse
 import re
 
-from .ir.registry import op_table_markdown
-from .trace.numpy_api import supported_functions, supported_ufuncs
+from tracejit.ir import REGISTRY, Kind
+from tracejit.trace.numpy_api import supported_functions, supported_ufuncs
 
 BEGIN, END = "<!-- optable:begin -->", "<!-- optable:end -->"
+
+
+def op_table_markdown() -> str:
+    """The table of IR ops by kind, generated so it can never drift from the registry."""
+    lines = ["| kind | ops |", "|---|---|"]
+    for kind in Kind:
+        names = sorted(n for n, d in REGISTRY.items() if d.kind is kind)
+        lines.append(f"| {kind.value} | {', '.join(f'`{n}`' for n in names)} |")
+    return "\n".join(lines)
 
 
 def markdown() -> str:
