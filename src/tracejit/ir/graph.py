@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..locations import SourceLocation
+from . import printer
 from .types import TensorType
 
 
@@ -81,11 +82,7 @@ class Graph:
         return {n.out: n for n in self.nodes}
 
     def __str__(self) -> str:
-        from .printer import format_graph
-
-        return format_graph(self)
+        return printer.format_graph(self)
 
     def to_dot(self) -> str:
-        from .printer import to_dot
-
-        return to_dot(self)
+        return printer.to_dot(self)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from .graph import Graph, Node, Value
+if TYPE_CHECKING:  # only annotations: graph.py imports this module for Graph.__str__
+    from .graph import Graph, Node, Value
 
 _INLINE_CONSTANT = 8  # constants with at most this many elements are printed in full
 
