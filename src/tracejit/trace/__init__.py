@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import InvalidArgument
 from ..ir import Graph, TensorType
-from . import pytree
+from . import array_methods, pytree
 from .core import Trace, tracing
 from .tracer import Tracer
+
+array_methods.install()  # before any Tracer exists: NumPy's protocols, operators, methods
 
 __all__ = ["Tracer", "trace_function"]
 
@@ -31,6 +35,4 @@ def trace_function(fn, build_args, in_types: list[TensorType], in_names: list[st
 
 
 def _is_literal(x) -> bool:
-    import numpy as np
-
     return isinstance(x, (bool, int, float, complex, np.generic, np.ndarray))

@@ -12,6 +12,7 @@ from ..ir import Graph, Node, TensorType, Value
 from ..ir.registry import COMPARISONS, REGISTRY
 from ..ir.types import type_of_constant
 from ..locations import user_location
+from .tracer import Tracer
 
 _state = threading.local()
 
@@ -95,16 +96,12 @@ class Trace:
         self.active = True
 
     def new_input(self, type: TensorType, name: str):
-        from .tracer import Tracer
-
         v = Value(type, name)
         self.inputs.append(v)
         return Tracer(v, self, arg=f"argument {name!r}")
 
     def lift(self, x) -> Value:
         """The IR value of an operand: a Tracer of this trace, or a literal made a constant."""
-        from .tracer import Tracer
-
         if isinstance(x, Tracer):
             if x._trace is not self or not self.active:
                 raise TracingError(
@@ -138,8 +135,6 @@ class Trace:
 
     def bind(self, op: str, operands, attrs: dict):
         """Apply ``op`` to operands (Tracers or literals); checks it with the op's rule."""
-        from .tracer import Tracer
-
         inputs = tuple(self.lift(x) for x in operands)
         opdef = REGISTRY[op]
         out_type = opdef.rule(*(v.type for v in inputs), **attrs)

@@ -6,20 +6,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DTypeError, IndexOutOfBounds, ShapeError
-from ..ir.ops import slice_length
-from .core import bind
-from .numpy_api import aval, expand_dims, reshape, transpose
+from ..errors import IndexOutOfBounds, ShapeError
+from .numpy_api import aval, basic_index, expand_dims, gather, is_int, slice_attrs, transpose
 from .tracer import Tracer
+
+# gather and slice_attrs are indexing steps flip, split and take use too, so they live in
+# numpy_api (below this module); re-exported where they were.
+__all__ = ["gather", "getitem", "slice_attrs"]
 
 _MASK_HINT = (
     "boolean-mask indexing x[mask] has a shape that depends on the data; use "
     "np.where(mask, x, fill) to keep the shape, or reduce with np.sum(np.where(mask, x, 0))"
 )
-
-
-def _is_int(k) -> bool:
-    return isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))
 
 
 def _expand_key(key, shape):
@@ -41,7 +39,7 @@ def _expand_key(key, shape):
                 raise IndexOutOfBounds("arrays used as indices must be of integer (or boolean) "
                                        "type")
             k = k.astype(np.int64)
-        elif not (k is None or k is Ellipsis or isinstance(k, (slice, Tracer)) or _is_int(k)):
+        elif not (k is None or k is Ellipsis or isinstance(k, (slice, Tracer)) or is_int(k)):
             raise IndexOutOfBounds(
                 "only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and "
                 f"integer or boolean arrays are valid indices (got {type(k).__name__})"
@@ -96,70 +94,17 @@ def getitem(x, key):
     shape = aval(x).shape
     advanced = any(isinstance(k, (np.ndarray, Tracer)) for k in key)
     if not advanced:
-        out = _basic(x, shape, key)
-        if any(_is_int(k) for k in key) and aval(out).ndim == 0 and isinstance(out, Tracer):
+        out = basic_index(x, shape, key)
+        if any(is_int(k) for k in key) and aval(out).ndim == 0 and isinstance(out, Tracer):
             out._scalar = True  # x[i, j] of an array is a NumPy scalar
         return out
     # With an array index, integers are advanced indices too (NumPy's rule).
-    key = [np.asarray(k, np.int64) if _is_int(k) else k for k in key]
+    key = [np.asarray(k, np.int64) if is_int(k) else k for k in key]
     basic = [k if isinstance(k, slice) else slice(None) for k in key]
-    x = _basic(x, shape, basic)
+    x = basic_index(x, shape, basic)
     positions = [i for i, k in enumerate(key) if not isinstance(k, slice)]
     adjacent = positions == list(range(positions[0], positions[-1] + 1))
     target = positions[0] if adjacent else 0
     rest = [i for i in range(len(key)) if i not in positions]
     perm = rest[:target] + positions + rest[target:]
     return gather(transpose(x, perm), [key[i] for i in positions], target)
-
-
-def slice_attrs(shape, key) -> dict:
-    starts, stops, steps = [], [], []
-    for d, k in zip(shape, key, strict=True):
-        if _is_int(k):
-            i = int(k)
-            if not -d <= i < d:
-                raise IndexOutOfBounds(f"index {i} is out of bounds for axis "
-                                       f"{len(starts)} with size {d}")
-            i %= d
-            start, stop, step = i, i + 1, 1
-        else:
-            if k.step == 0:
-                raise ShapeError("slice step cannot be zero")
-            start, stop, step = k.indices(d)
-            n = slice_length(start, stop, step)
-            start, stop = (start, start + step * n) if n else (0, 0)
-            step = step if n else 1
-        starts.append(start)
-        stops.append(stop)
-        steps.append(step)
-    return {"starts": tuple(starts), "stops": tuple(stops), "steps": tuple(steps)}
-
-
-def _basic(x, shape, key):
-    attrs = slice_attrs(shape, key)
-    full = all(a == 0 and b == d and s == 1 for a, b, s, d in
-               zip(attrs["starts"], attrs["stops"], attrs["steps"], shape, strict=True))
-    if not full:
-        x = bind("slice", x, **attrs)
-    if any(_is_int(k) for k in key):
-        x = reshape(x, tuple(d for d, k in zip(aval(x).shape, key, strict=True) if not _is_int(k)))
-    return x
-
-
-def gather(x, indices, axis: int):
-    """``x[:, ..., *indices]`` starting at ``axis``; constant indices are bounds-checked now."""
-    t = aval(x)
-    for j, idx in enumerate(indices):
-        if isinstance(idx, Tracer):
-            if idx.dtype.kind not in "iu":
-                raise DTypeError("arrays used as indices must be of integer (or boolean) type")
-            continue
-        idx = np.asarray(idx)
-        if idx.dtype.kind not in "iu":
-            raise IndexOutOfBounds("arrays used as indices must be of integer (or boolean) type")
-        n = t.shape[axis + j] if axis + j < t.ndim else 0
-        bad = (idx < -n) | (idx >= n)
-        if bad.any():
-            raise IndexOutOfBounds(f"index {idx[bad].flat[0]} is out of bounds for axis "
-                                   f"{axis + j} with size {n}")
-    return bind("gather", x, *indices, axis=axis)

@@ -17,11 +17,12 @@ import numpy as np
 from ..errors import (
     ConcretizationError,
     DTypeError,
+    IndexOutOfBounds,
     ShapeError,
     TracejitError,
     UnsupportedOperation,
 )
-from ..ir.ops import normalize_axes, normalize_axis
+from ..ir.ops import normalize_axes, normalize_axis, promote, slice_length
 from ..ir.registry import REGISTRY
 from ..ir.types import TensorType, type_of_constant
 from .core import bind
@@ -720,9 +721,9 @@ def vstack(tup, *, dtype=None, casting="same_kind"):
 
 
 def _take_slice(a, axis: int, start, stop):
-    from .indexing import getitem
-
-    return getitem(a, (slice(None),) * axis + (slice(start, stop),))
+    t = aval(a)
+    return basic_index(a, t.shape, [slice(start, stop) if d == axis else slice(None)
+                                    for d in range(t.ndim)])
 
 
 @implements(np.array_split)
@@ -755,10 +756,8 @@ def split(ary, indices_or_sections, axis=0):
 def flip(m, axis=None):
     t = aval(m)
     axes = set(normalize_axes(axis, t.ndim))
-    from .indexing import getitem
-
-    return getitem(m, tuple(slice(None, None, -1) if i in axes else slice(None)
-                            for i in range(t.ndim)))
+    return basic_index(m, t.shape, [slice(None, None, -1) if i in axes else slice(None)
+                                    for i in range(t.ndim)])
 
 
 @implements(np.fliplr)
@@ -934,8 +933,6 @@ def size(a, axis=None):
 
 @implements(np.result_type)
 def result_type(*arrays_and_dtypes):
-    from ..ir.ops import promote
-
     types = [aval(x) if not isinstance(x, (np.dtype, type, str)) else
              TensorType((), np.dtype(x)) for x in arrays_and_dtypes]
     return promote(*types)
@@ -1000,12 +997,71 @@ def around(a, decimals=0, out=None):
 
 
 # ---------------------------------------------------------------- indexing
+# The slicing and gathering steps of ``x[key]`` live here, below ``indexing.getitem``
+# (which parses the key), so that flip, split and take use them without a cycle.
+
+
+def is_int(k) -> bool:
+    """An integer index (a bool is not one: it is a mask)."""
+    return isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))
+
+
+def slice_attrs(shape, key) -> dict:
+    starts, stops, steps = [], [], []
+    for d, k in zip(shape, key, strict=True):
+        if is_int(k):
+            i = int(k)
+            if not -d <= i < d:
+                raise IndexOutOfBounds(f"index {i} is out of bounds for axis "
+                                       f"{len(starts)} with size {d}")
+            i %= d
+            start, stop, step = i, i + 1, 1
+        else:
+            if k.step == 0:
+                raise ShapeError("slice step cannot be zero")
+            start, stop, step = k.indices(d)
+            n = slice_length(start, stop, step)
+            start, stop = (start, start + step * n) if n else (0, 0)
+            step = step if n else 1
+        starts.append(start)
+        stops.append(stop)
+        steps.append(step)
+    return {"starts": tuple(starts), "stops": tuple(stops), "steps": tuple(steps)}
+
+
+def basic_index(x, shape, key):
+    """``x[key]`` for a key of one integer or slice per axis of ``shape``."""
+    attrs = slice_attrs(shape, key)
+    full = builtins.all(a == 0 and b == d and s == 1 for a, b, s, d in
+               zip(attrs["starts"], attrs["stops"], attrs["steps"], shape, strict=True))
+    if not full:
+        x = bind("slice", x, **attrs)
+    if builtins.any(is_int(k) for k in key):
+        x = reshape(x, tuple(d for d, k in zip(aval(x).shape, key, strict=True) if not is_int(k)))
+    return x
+
+
+def gather(x, indices, axis: int):
+    """``x[:, ..., *indices]`` starting at ``axis``; constant indices are bounds-checked now."""
+    t = aval(x)
+    for j, idx in enumerate(indices):
+        if isinstance(idx, Tracer):
+            if idx.dtype.kind not in "iu":
+                raise DTypeError("arrays used as indices must be of integer (or boolean) type")
+            continue
+        idx = np.asarray(idx)
+        if idx.dtype.kind not in "iu":
+            raise IndexOutOfBounds("arrays used as indices must be of integer (or boolean) type")
+        n = t.shape[axis + j] if axis + j < t.ndim else 0
+        bad = (idx < -n) | (idx >= n)
+        if bad.any():
+            raise IndexOutOfBounds(f"index {idx[bad].flat[0]} is out of bounds for axis "
+                                   f"{axis + j} with size {n}")
+    return bind("gather", x, *indices, axis=axis)
 
 
 @implements(np.take)
 def take(a, indices, axis=None, out=None, mode="raise"):
-    from .indexing import gather
-
     _reject_out("take", out)
     a = _as_strong_operand(a)
     if axis is None or _legacy_0d_axis(aval(a), axis):  # NumPy takes from a 0-d as 1-element
@@ -1029,8 +1085,6 @@ def take(a, indices, axis=None, out=None, mode="raise"):
 
 @implements(np.take_along_axis)
 def take_along_axis(arr, indices, axis=-1):
-    from .indexing import gather
-
     ti = aval(indices)
     if ti.dtype.kind not in "iu":
         raise DTypeError("`indices` must be an integer array")

@@ -3,6 +3,12 @@
 It takes part in NumPy's protocols (``__array_ufunc__``, ``__array_function__``), Python's
 operators and the common ndarray methods, so code written against ``numpy`` traces
 unchanged. Anything that needs a concrete value raises ConcretizationError.
+
+This module holds what a Tracer is (its value, trace, static properties and refusals).
+What it computes is NumPy's surface (``numpy_api``, ``indexing``), which is built on
+Tracer; so, as JAX's ``array_methods`` does, :mod:`.array_methods` attaches the protocol
+hooks, operators and computing methods to the class when the package is imported, and
+this module never imports the layers above it.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ import numpy as np
 
 from ..errors import ConcretizationError, InPlaceArgumentError, UnsupportedOperation
 from ..ir import TensorType, Value
+from . import pytree
 
 _CONTROL_FLOW_HINT = (
     "inside a jitted function arrays are abstract (only shape and dtype are known). Use "
@@ -69,14 +76,6 @@ class Tracer:
     @property
     def nbytes(self) -> int:
         return self.size * self.dtype.itemsize
-
-    @property
-    def T(self) -> Tracer:
-        return api.transpose(self)
-
-    @property
-    def mT(self) -> Tracer:
-        return api.swapaxes(self, -1, -2)
 
     def __repr__(self) -> str:
         return f"Tracer<{self.aval}>"
@@ -139,156 +138,17 @@ class Tracer:
             "it with np.concatenate / np.pad",
         )
 
-    # ------------------------------------------------------------ NumPy protocols
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        return api.apply_ufunc(ufunc, method, inputs, kwargs)
-
-    def __array_function__(self, func, types, args, kwargs):
-        return api.apply_function(func, args, kwargs)
-
-    # ------------------------------------------------------------ indexing
-    def __getitem__(self, key):
-        from .indexing import getitem
-
-        return getitem(self, key)
-
     # ------------------------------------------------------------ methods
-    def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
-        out = api.astype(self, dtype, casting=casting)
-        return out.copy() if out is self and copy else out
-
-    def reshape(self, *shape, order="C", copy=None):
-        return api.reshape(self, shape[0] if len(shape) == 1 else shape, order=order)
-
-    def transpose(self, *axes):
-        if len(axes) == 1 and not isinstance(axes[0], int):
-            axes = axes[0]
-        return api.transpose(self, axes or None)
-
-    def swapaxes(self, axis1, axis2):
-        return api.swapaxes(self, axis1, axis2)
-
-    def squeeze(self, axis=None):
-        return api.squeeze(self, axis)
-
-    def ravel(self, order="C"):
-        return api.ravel(self, order)
-
-    def flatten(self, order="C"):
-        return api.ravel(self, order)
-
+    # (the ones that compute are attached by array_methods.install)
     def copy(self, order="C"):
         """The same value in a new object that is no argument: ``x = x.copy(); x += 1``
         is fine, as in NumPy."""
         return Tracer(self._value, self._trace, self._scalar)
 
-    def dot(self, b, out=None):
-        return api.dot(self, b, out=out)
-
-    def clip(self, min=None, max=None, out=None, **kwargs):
-        return api.clip(self, min, max, out=out, **kwargs)
-
-    def take(self, indices, axis=None, out=None, mode="raise"):
-        return api.take(self, indices, axis=axis, out=out, mode=mode)
-
-    def repeat(self, repeats, axis=None):
-        return api.repeat(self, repeats, axis)
-
-    def round(self, decimals=0, out=None):
-        return api.around(self, decimals, out=out)
-
-    def sum(self, axis=None, dtype=None, out=None, keepdims=False, **kw):
-        return api.sum(self, axis, dtype, out, keepdims, **kw)
-
-    def prod(self, axis=None, dtype=None, out=None, keepdims=False, **kw):
-        return api.prod(self, axis, dtype, out, keepdims, **kw)
-
-    def mean(self, axis=None, dtype=None, out=None, keepdims=False, **kw):
-        return api.mean(self, axis, dtype, out, keepdims, **kw)
-
-    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
-        return api.var(self, axis, dtype, out, ddof, keepdims, **kw)
-
-    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
-        return api.std(self, axis, dtype, out, ddof, keepdims, **kw)
-
-    def max(self, axis=None, out=None, keepdims=False, **kw):
-        return api.max(self, axis, out, keepdims, **kw)
-
-    def min(self, axis=None, out=None, keepdims=False, **kw):
-        return api.min(self, axis, out, keepdims, **kw)
-
-    def argmax(self, axis=None, out=None, *, keepdims=False):
-        return api.argmax(self, axis, out, keepdims=keepdims)
-
-    def argmin(self, axis=None, out=None, *, keepdims=False):
-        return api.argmin(self, axis, out, keepdims=keepdims)
-
-    def any(self, axis=None, out=None, keepdims=False, **kw):
-        return api.any(self, axis, out, keepdims, **kw)
-
-    def all(self, axis=None, out=None, keepdims=False, **kw):
-        return api.all(self, axis, out, keepdims, **kw)
-
     def __getattr__(self, name):
         if name.startswith("__") or not hasattr(np.ndarray, name):
             raise AttributeError(f"traced arrays have no attribute {name!r}")
         raise UnsupportedOperation(f"ndarray.{name} is not supported on traced arrays")
-
-
-# Python operators: each maps to the ufunc NumPy's ndarray uses, so semantics are NumPy's.
-def _binary(ufunc):
-    def op(self, other):
-        return api.operator(ufunc, self, other)
-
-    def rop(self, other):
-        return api.operator(ufunc, other, self)
-
-    def iop(self, other):
-        result = api.inplace(ufunc, self, other)  # first NumPy's own errors (casts, shapes)
-        if self._arg and not (self._scalar or self.aval.weak):  # scalars rebind
-            raise _inplace_error(self, f"{_SYMBOLS[ufunc]}=")
-        return result
-
-    return op, rop, iop
-
-
-for _name, _uf in [
-    ("add", np.add), ("sub", np.subtract), ("mul", np.multiply), ("truediv", np.true_divide),
-    ("floordiv", np.floor_divide), ("mod", np.remainder), ("pow", np.power),
-    ("matmul", np.matmul), ("and", np.bitwise_and), ("or", np.bitwise_or),
-    ("xor", np.bitwise_xor), ("lshift", np.left_shift), ("rshift", np.right_shift),
-]:
-    _op, _rop, _iop = _binary(_uf)
-    setattr(Tracer, f"__{_name}__", _op)
-    setattr(Tracer, f"__r{_name}__", _rop)
-    setattr(Tracer, f"__i{_name}__", _iop)
-
-for _name, _uf in [
-    ("eq", np.equal), ("ne", np.not_equal), ("lt", np.less), ("le", np.less_equal),
-    ("gt", np.greater), ("ge", np.greater_equal),
-]:
-    setattr(Tracer, f"__{_name}__", _binary(_uf)[0])
-
-for _name, _uf in [("neg", np.negative), ("pos", np.positive), ("abs", np.absolute),
-                   ("invert", np.invert)]:
-    setattr(Tracer, f"__{_name}__", lambda self, _uf=_uf: api.operator(_uf, self))
-
-
-def _divmod(self, other):
-    return api.operator(np.floor_divide, self, other), api.operator(np.remainder, self, other)
-
-
-def _rdivmod(self, other):
-    return api.operator(np.floor_divide, other, self), api.operator(np.remainder, other, self)
-
-
-Tracer.__divmod__ = _divmod
-
-_SYMBOLS = {np.add: "+", np.subtract: "-", np.multiply: "*", np.true_divide: "/",
-            np.floor_divide: "//", np.remainder: "%", np.power: "**", np.matmul: "@",
-            np.bitwise_and: "&", np.bitwise_or: "|", np.bitwise_xor: "^",
-            np.left_shift: "<<", np.right_shift: ">>"}
 
 
 def _inplace_error(target: Tracer, what: str, hint: str | None = None) -> InPlaceArgumentError:
@@ -301,8 +161,6 @@ def as_arguments(tree):
     """``tree`` with each Tracer replaced by a new object for the same value, marked as an
     argument: a function called inside a trace (an inner ``jit``, ``grad``) receives its
     caller's arrays, which NumPy would let it change in place."""
-    from . import pytree
-
     leaves, treedef = pytree.flatten(tree)
     if not any(isinstance(leaf, Tracer) for leaf in leaves):
         return tree
@@ -313,6 +171,3 @@ def as_arguments(tree):
 
 def _describe(value: Value) -> str:
     return f"argument {value.name!r}" if value.name else "an argument"
-Tracer.__rdivmod__ = _rdivmod
-
-from . import numpy_api as api  # noqa: E402  (the functions the methods delegate to)

@@ -1,0 +1,180 @@
+"""ndarray's computing methods, Python's operators and NumPy's protocol hooks on Tracer.
+
+They delegate to :mod:`.numpy_api` and :mod:`.indexing`, which are themselves built on
+Tracer. So, as JAX's ``_src/numpy/array_methods.py`` does, the NumPy layer attaches them
+to the class (:func:`install`, called once by the package ``__init__``) and ``tracer.py``
+never imports the layers above it: the modules of ``trace/`` form a DAG.
+"""
+
+from __future__ import annotations
+
+from types import FunctionType
+
+import numpy as np
+
+from . import numpy_api
+from .indexing import getitem
+from .tracer import Tracer, _inplace_error
+
+# Python operators: each maps to the ufunc NumPy's ndarray uses, so semantics are NumPy's.
+_BINARY = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
+    "floordiv": np.floor_divide, "mod": np.remainder, "pow": np.power,
+    "matmul": np.matmul, "and": np.bitwise_and, "or": np.bitwise_or,
+    "xor": np.bitwise_xor, "lshift": np.left_shift, "rshift": np.right_shift,
+}
+_COMPARISONS = {
+    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+    "gt": np.greater, "ge": np.greater_equal,
+}
+_UNARY = {"neg": np.negative, "pos": np.positive, "abs": np.absolute, "invert": np.invert}
+
+_SYMBOLS = {np.add: "+", np.subtract: "-", np.multiply: "*", np.true_divide: "/",
+            np.floor_divide: "//", np.remainder: "%", np.power: "**", np.matmul: "@",
+            np.bitwise_and: "&", np.bitwise_or: "|", np.bitwise_xor: "^",
+            np.left_shift: "<<", np.right_shift: ">>"}
+
+
+class _ArrayMethods:
+    """The methods, written as methods so they read as ndarray's; never instantiated:
+    :func:`install` copies every function and property defined here onto Tracer."""
+
+    @property
+    def T(self) -> Tracer:
+        return numpy_api.transpose(self)
+
+    @property
+    def mT(self) -> Tracer:
+        return numpy_api.swapaxes(self, -1, -2)
+
+    # ------------------------------------------------------------ NumPy protocols
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return numpy_api.apply_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return numpy_api.apply_function(func, args, kwargs)
+
+    # ------------------------------------------------------------ indexing
+    def __getitem__(self, key):
+        return getitem(self, key)
+
+    # ------------------------------------------------------------ methods
+    def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
+        out = numpy_api.astype(self, dtype, casting=casting)
+        return out.copy() if out is self and copy else out
+
+    def reshape(self, *shape, order="C", copy=None):
+        return numpy_api.reshape(self, shape[0] if len(shape) == 1 else shape, order=order)
+
+    def transpose(self, *axes):
+        if len(axes) == 1 and not isinstance(axes[0], int):
+            axes = axes[0]
+        return numpy_api.transpose(self, axes or None)
+
+    def swapaxes(self, axis1, axis2):
+        return numpy_api.swapaxes(self, axis1, axis2)
+
+    def squeeze(self, axis=None):
+        return numpy_api.squeeze(self, axis)
+
+    def ravel(self, order="C"):
+        return numpy_api.ravel(self, order)
+
+    def flatten(self, order="C"):
+        return numpy_api.ravel(self, order)
+
+    def dot(self, b, out=None):
+        return numpy_api.dot(self, b, out=out)
+
+    def clip(self, min=None, max=None, out=None, **kwargs):
+        return numpy_api.clip(self, min, max, out=out, **kwargs)
+
+    def take(self, indices, axis=None, out=None, mode="raise"):
+        return numpy_api.take(self, indices, axis=axis, out=out, mode=mode)
+
+    def repeat(self, repeats, axis=None):
+        return numpy_api.repeat(self, repeats, axis)
+
+    def round(self, decimals=0, out=None):
+        return numpy_api.around(self, decimals, out=out)
+
+    def sum(self, axis=None, dtype=None, out=None, keepdims=False, **kw):
+        return numpy_api.sum(self, axis, dtype, out, keepdims, **kw)
+
+    def prod(self, axis=None, dtype=None, out=None, keepdims=False, **kw):
+        return numpy_api.prod(self, axis, dtype, out, keepdims, **kw)
+
+    def mean(self, axis=None, dtype=None, out=None, keepdims=False, **kw):
+        return numpy_api.mean(self, axis, dtype, out, keepdims, **kw)
+
+    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+        return numpy_api.var(self, axis, dtype, out, ddof, keepdims, **kw)
+
+    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+        return numpy_api.std(self, axis, dtype, out, ddof, keepdims, **kw)
+
+    def max(self, axis=None, out=None, keepdims=False, **kw):
+        return numpy_api.max(self, axis, out, keepdims, **kw)
+
+    def min(self, axis=None, out=None, keepdims=False, **kw):
+        return numpy_api.min(self, axis, out, keepdims, **kw)
+
+    def argmax(self, axis=None, out=None, *, keepdims=False):
+        return numpy_api.argmax(self, axis, out, keepdims=keepdims)
+
+    def argmin(self, axis=None, out=None, *, keepdims=False):
+        return numpy_api.argmin(self, axis, out, keepdims=keepdims)
+
+    def any(self, axis=None, out=None, keepdims=False, **kw):
+        return numpy_api.any(self, axis, out, keepdims, **kw)
+
+    def all(self, axis=None, out=None, keepdims=False, **kw):
+        return numpy_api.all(self, axis, out, keepdims, **kw)
+
+    def __divmod__(self, other):
+        return (numpy_api.operator(np.floor_divide, self, other),
+                numpy_api.operator(np.remainder, self, other))
+
+    def __rdivmod__(self, other):
+        return (numpy_api.operator(np.floor_divide, other, self),
+                numpy_api.operator(np.remainder, other, self))
+
+
+def _binary(ufunc):
+    """``x + y``, ``y + x`` and ``x += y`` for one ufunc."""
+    def op(self, other):
+        return numpy_api.operator(ufunc, self, other)
+
+    def rop(self, other):
+        return numpy_api.operator(ufunc, other, self)
+
+    def iop(self, other):
+        result = numpy_api.inplace(ufunc, self, other)  # first NumPy's own errors
+        if self._arg and not (self._scalar or self.aval.weak):  # scalars rebind
+            raise _inplace_error(self, f"{_SYMBOLS[ufunc]}=")
+        return result
+
+    return op, rop, iop
+
+
+def _unary(ufunc):
+    def op(self):
+        return numpy_api.operator(ufunc, self)
+
+    return op
+
+
+def install() -> None:
+    """Attach the methods, operators and protocol hooks to Tracer (idempotent)."""
+    for name, attr in vars(_ArrayMethods).items():
+        if isinstance(attr, (FunctionType, property)):
+            setattr(Tracer, name, attr)
+    for name, ufunc in _BINARY.items():
+        op, rop, iop = _binary(ufunc)
+        setattr(Tracer, f"__{name}__", op)
+        setattr(Tracer, f"__r{name}__", rop)
+        setattr(Tracer, f"__i{name}__", iop)
+    for name, ufunc in _COMPARISONS.items():
+        setattr(Tracer, f"__{name}__", _binary(ufunc)[0])
+    for name, ufunc in _UNARY.items():
+        setattr(Tracer, f"__{name}__", _unary(ufunc))
