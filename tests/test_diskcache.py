@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from tracejit import diskcache
+from tracejit.backends.cpu import diskcache
 from tracejit.errors import DiskCacheWarning
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -69,7 +69,7 @@ SCRIPT = textwrap.dedent("""
     import json, sys
     import numpy as np
     import tracejit as tj
-    from tracejit import diskcache
+    from tracejit.backends.cpu import diskcache
 
     @tj.jit(backend="cpu")
     def chain(x, y):

@@ -1,6 +1,7 @@
 """tracejit: a tracing JIT compiler for plain NumPy code."""
 
 from . import errors, nn
+from ._version import __version__ as __version__  # re-exported: tracejit.__version__
 from .ad import grad, jacobian, stop_gradient, value_and_grad, vjp
 from .api import CacheInfo, JitFunction, Lowered, jit
 from .backends import available_backends
@@ -14,8 +15,6 @@ from .targets import (
     to_device,
     to_host,
 )
-
-__version__ = "0.1.0"
 
 __all__ = ["CacheInfo", "Device", "JitFunction", "Lowered", "Profile", "available_backends",
            "default_device", "device", "devices", "errors", "grad", "jacobian", "jit", "nn",

@@ -68,7 +68,7 @@ def resolve_mode(check: Mode | None) -> Mode:
 
 def reproducer_root() -> Path:
     """Where reproducer directories go: ``reproducers/`` in the disk-cache directory."""
-    from .diskcache import cache_dir
+    from .backends.cpu.diskcache import cache_dir
 
     return cache_dir() / "reproducers"
 

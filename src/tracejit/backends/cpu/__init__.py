@@ -13,10 +13,9 @@ import time
 
 import numpy as np
 
-from ... import diskcache
 from ...errors import IndexOutOfBounds, InvalidValue, IRError, ScalarOverflow
 from ...ir import Graph
-from . import native
+from . import diskcache, native
 
 NAME = "cpu"
 _TYPED = ((IndexError, IndexOutOfBounds), (OverflowError, ScalarOverflow),

@@ -8,6 +8,7 @@ import functools
 import types
 
 from . import native
+from .diskcache import NotCacheable
 
 # Functions a kernel may call that the shared library itself defines (native._RUNTIME_C).
 _RUNTIME = {"numba_gil_ensure", "numba_gil_release", "NRT_MemInfo_call_dtor"}
@@ -33,8 +34,6 @@ def _objects(cfuncs) -> list[bytes]:
     """Object code of each kernel. NotCacheable (an OSError) if a kernel calls a function
     that a library loaded without Numba could not resolve (one of Numba's runtime helpers):
     the disk cache then keeps the module out, without troubling the user."""
-    from ...diskcache import NotCacheable
-
     objects = []
     for c in cfuncs:
         module = c._library._final_module  # the optimised LLVM module Numba JIT-compiled

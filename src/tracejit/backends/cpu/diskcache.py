@@ -1,6 +1,6 @@
-"""The on-disk compile cache: a new process that runs a jitted function on a signature an
-earlier process compiled loads its machine code instead of compiling it again, and
-without importing Numba (see ``backends/cpu/native.py``).
+"""The CPU backend's on-disk compile cache: a new process that runs a jitted function on a
+signature an earlier process compiled loads its machine code instead of compiling it
+again, and without importing Numba (see ``native.py``).
 
 An entry is a directory named by a hash of everything that decides the machine code: the
 optimised IR (ops, attributes, types and every constant's bytes), the generated kernel
@@ -44,8 +44,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import DiskCacheWarning
-from .ir import Graph
+from ..._version import __version__
+from ...errors import DiskCacheWarning
+from ...ir import Graph
+from . import native
 
 _FORMAT = "tracejit-diskcache-2"  # bump when the layout of an entry changes
 
@@ -89,10 +91,8 @@ def cache_dir() -> Path:
 def key(graph: Graph, source: str, backend: str) -> str:
     """Hex digest naming the entry. The printed graph elides large constants, so every
     array attribute's dtype, shape and bytes are hashed as well."""
-    from . import __version__
-
     h = hashlib.sha256()
-    for part in (_FORMAT, backend, _backend_fingerprint(backend), __version__,
+    for part in (_FORMAT, backend, _backend_fingerprint(), __version__,
                  _numba_version(), _host(), str(graph), source):
         h.update(part.encode())
         h.update(b"\0")
@@ -140,12 +140,11 @@ def _host() -> str:
 
 
 @functools.cache
-def _backend_fingerprint(backend: str) -> str:
-    """Hash of the backend package's sources: the generated code calls into them, so an edit
-    there changes machine code that the generated source alone does not show."""
-    from .backends import get_backend
-
-    folder = Path(get_backend(backend).__file__).parent
+def _backend_fingerprint() -> str:
+    """Hash of the CPU backend package's sources (this one's folder): the generated code
+    calls into them, so an edit there changes machine code that the generated source alone
+    does not show."""
+    folder = Path(__file__).parent
     h = hashlib.sha256()
     for path in sorted(folder.glob("*.py")):
         h.update(path.name.encode() + b"\0" + path.read_bytes())
@@ -168,8 +167,6 @@ class Entry:
         (or could not be read back: then the files are discarded, with a warning; or are
         not the user's own: then they are left alone, with a warning, and saving replaces
         them)."""
-        from .backends.cpu import native
-
         try:
             distrust = _distrust(self.index)
             index = json.loads(self.index.read_text())
@@ -197,8 +194,6 @@ class Entry:
         """Link the kernels (``objects()`` gives their object code) into a library named by
         its hash (a process never reloads a stale library of the same name). Failing only
         costs later processes a compile, so it warns rather than raises."""
-        from .backends.cpu import native
-
         self.compiled += len(symbols)
         _count(compiled=len(symbols))
         tmp = self.directory / f".kernels.{uuid.uuid4().hex[:12]}.so"
