@@ -3,12 +3,14 @@ generator emits, on CPU threads, and gives the answers NumPy gives; its CuPy sub
 CuPy's semantics and is strict where a runner could go wrong silently.
 
 Kernels are launched here by hand, as codegen's Step/Launch/Arg descriptions say (a
-runner's job), under both schedulers (one OS thread per CUDA thread, and fibers). The
+runner's job), on fibers (the default scheduler); CUDASIM_SCHEDULERS=threads,fibers runs
+the scheduler-dependent tests on OS threads too, the slow race-hunting run. The
 programs share one compiled module (module-scoped fixture). The whole test_cuda_codegen
 corpus is compiled through the emulator's g++ path (a CUDA intrinsic missing from the shim
 fails here) and run on random inputs against the reference backend.
 """
 
+import os
 import shutil
 import sys
 import textwrap
@@ -88,7 +90,11 @@ def fresh():
     cudasim.reset()
 
 
-@pytest.fixture(params=["threads", "fibers"])
+# The schedulers the scheduler-dependent tests run under; OS threads only when asked.
+SCHEDULERS = os.environ.get("CUDASIM_SCHEDULERS", "fibers").split(",")
+
+
+@pytest.fixture(params=SCHEDULERS)
 def scheduler(request):
     before = cudasim.scheduler()
     cudasim.set_scheduler(request.param)
@@ -593,6 +599,18 @@ def test_installed_puts_the_emulator_in_sys_modules():
 
         assert cupy is mod is cp and cx is cupyx and runtime.getDeviceCount() == 1
     assert sys.modules.get("cupy") is before
+
+
+def test_fibers_are_the_default_and_threads_an_opt_in(monkeypatch):
+    """Fast and deterministic unless a race-hunting run asks for OS threads."""
+    monkeypatch.delenv("CUDASIM_SCHEDULER", raising=False)
+    cudasim.reset()
+    assert cudasim.scheduler() == "fibers"
+    monkeypatch.setenv("CUDASIM_SCHEDULER", "threads")
+    cudasim.reset()
+    assert cudasim.scheduler() == "threads"
+    with pytest.raises(ValueError, match="scheduler must be one of"):
+        cudasim.set_scheduler("warps")
 
 
 # ---------------------------------------------------------------- the codegen corpus

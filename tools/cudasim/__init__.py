@@ -5,9 +5,10 @@ tested) on a machine without a GPU.
 CuPy's semantics; everything else is absent (AttributeError), so code under test cannot
 depend on more by accident. Device arrays are host NumPy arrays labelled with a device;
 ``cupy.RawModule`` compiles CUDA C with g++ after a shim header (``cuda_shim.h``) and runs
-each kernel's blocks one after another, each block's threads as OS threads (scheduler
-"threads", the default) or as fibers on the launching thread ("fibers": about 100 times
-faster; ``set_scheduler`` or ``CUDASIM_SCHEDULER``).
+each kernel's blocks one after another, each block's threads as fibers on the launching
+thread (scheduler "fibers", the default: deterministic) or as OS threads ("threads": truly
+concurrent, for hunting races, about 100 times slower; ``set_scheduler`` or
+``CUDASIM_SCHEDULER``).
 
 Activate it in a test::
 

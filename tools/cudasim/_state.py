@@ -85,13 +85,22 @@ def pop() -> None:
 
 
 SCHEDULERS = ("threads", "fibers")
-_scheduler = os.environ.get("CUDASIM_SCHEDULER", "threads")
+
+
+def env_scheduler() -> str:
+    """The scheduler the environment asks for: ``CUDASIM_SCHEDULER``, else ``"fibers"``
+    (deterministic and about 100 times faster; ``threads`` is for hunting races)."""
+    return os.environ.get("CUDASIM_SCHEDULER") or "fibers"
+
+
+_scheduler = env_scheduler()
 
 
 def set_scheduler(name: str) -> None:
-    """How kernels run a block's threads: ``"threads"`` (one OS thread each) or
-    ``"fibers"`` (user-level contexts on the launching thread; much faster). The default
-    comes from the environment variable ``CUDASIM_SCHEDULER``, else ``"threads"``."""
+    """How kernels run a block's threads: ``"fibers"`` (user-level contexts on the
+    launching thread; the default) or ``"threads"`` (one OS thread each: truly concurrent,
+    so it can show a data race, but about 100 times slower). ``reset()`` goes back to
+    :func:`env_scheduler`."""
     global _scheduler
     if name not in SCHEDULERS:
         raise ValueError(f"scheduler must be one of {SCHEDULERS}, not {name!r}")
@@ -122,5 +131,5 @@ def reset() -> None:
     stats.reset()
     set_device_count(1)
     set_current(0)
-    set_scheduler(os.environ.get("CUDASIM_SCHEDULER", "threads"))
+    set_scheduler(env_scheduler())
     set_deadlock_seconds(float(os.environ.get("CUDASIM_DEADLOCK_SECONDS", "2")))
