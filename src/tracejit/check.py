@@ -35,19 +35,15 @@ import numpy as np
 from . import targets
 from .errors import InvalidArgument, KernelMismatch, NonFiniteValue
 from .ir import Graph, Node, Value
-from .ir.registry import REGISTRY
+from .ir.registry import REGISTRY, ULP_BOUND, Exactness
 
 Mode = bool | str  # False, True or "nan"
 
 # Float ops a compiled backend computes with its own, not correctly rounded, routines,
-# accurate to ULP_BOUND units in the last place (tests/numpy_compare.py holds the same).
-TRANSCENDENTAL = frozenset(
-    "exp exp2 expm1 log log2 log10 log1p cbrt sin cos tan arcsin arccos arctan sinh cosh tanh "
-    "arcsinh arccosh arctanh power arctan2 hypot logaddexp".split()
-)
-ULP_BOUND = 4
-# Ops that add many terms, in an order a backend chooses (not NumPy's pairwise order).
-ACCUMULATING = frozenset({"sum", "prod", "matmul", "scatter_add"})
+# accurate to ULP_BOUND units in the last place, and ops that add many terms in an order a
+# backend chooses (not NumPy's pairwise order): the op definitions' exactness.
+TRANSCENDENTAL = frozenset(n for n, d in REGISTRY.items() if d.exactness is Exactness.ULP)
+ACCUMULATING = frozenset(n for n, d in REGISTRY.items() if d.exactness is Exactness.ORDER)
 RTOL = {2: 1e-2, 4: 1e-5, 8: 1e-12}  # by the itemsize of the real dtype
 
 

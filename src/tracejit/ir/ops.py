@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from ..errors import AxisError, DTypeError, IndexOutOfBounds, ShapeError
-from .registry import Kind, register
+from .registry import Exactness, Grad, Kind, Monoid, register
 from .types import TensorType, short_dtype
 
 # ---------------------------------------------------------------- shared rule pieces
@@ -92,9 +92,31 @@ BINARY = (
     "right_shift"
 ).split()
 
+# Float math a compiled backend computes with its own routines, within ULP_BOUND of NumPy
+# (sqrt is correctly rounded everywhere: exact).
+TRANSCENDENTAL = frozenset(
+    "exp exp2 expm1 log log2 log10 log1p cbrt sin cos tan arcsin arccos arctan sinh cosh tanh "
+    "arcsinh arccosh arctanh power arctan2 hypot logaddexp".split()
+)
+# Bool or integer results: no cotangent.
+_NO_GRAD = frozenset(
+    "equal not_equal less less_equal greater greater_equal logical_and logical_or "
+    "logical_xor logical_not bitwise_and bitwise_or bitwise_xor invert left_shift right_shift "
+    "isnan isinf isfinite".split()
+)
+# Piecewise-constant float results: the gradient is zero.
+_ZERO_GRAD = frozenset("floor ceil trunc rint sign floor_divide".split())
+
+
+def _grad(name: str) -> Grad:
+    return Grad.NONE if name in _NO_GRAD else Grad.ZERO if name in _ZERO_GRAD else Grad.RULE
+
+
 for _name in UNARY + BINARY:
     _uf = getattr(np, _name)
-    register(_name, Kind.ELEMENTWISE, ufunc_rule(_uf), _uf, f"numpy.{_name}", ufunc=_uf)
+    register(_name, Kind.ELEMENTWISE, ufunc_rule(_uf), _uf, f"numpy.{_name}", ufunc=_uf,
+             exactness=Exactness.ULP if _name in TRANSCENDENTAL else Exactness.EXACT,
+             grad=_grad(_name))
 
 
 # np.clip(a, lo, hi) with both bounds is this 3-input ufunc: one dtype resolution for all three
@@ -183,18 +205,36 @@ def _np_reduction(fn, with_dtype):
     return lambda x, *, axis, keepdims: fn(x, axis=axis, keepdims=keepdims)
 
 
-register("sum", Kind.REDUCTION, _accumulating_rule, _np_reduction(np.sum, True), "numpy.sum")
-register("prod", Kind.REDUCTION, _accumulating_rule, _np_reduction(np.prod, True), "numpy.prod")
+def _lowest(dtype: np.dtype):
+    """The identity of ``max``: below every value of ``dtype``."""
+    if dtype.kind == "f":
+        return -np.inf
+    return np.iinfo(dtype).min if dtype.kind in "iu" else False
+
+
+def _highest(dtype: np.dtype):
+    """The identity of ``min``: above every value of ``dtype``."""
+    if dtype.kind == "f":
+        return np.inf
+    return np.iinfo(dtype).max if dtype.kind in "iu" else True
+
+
+register("sum", Kind.REDUCTION, _accumulating_rule, _np_reduction(np.sum, True), "numpy.sum",
+         monoid=Monoid("add", lambda dtype: 0), exactness=Exactness.ORDER)
+register("prod", Kind.REDUCTION, _accumulating_rule, _np_reduction(np.prod, True), "numpy.prod",
+         monoid=Monoid("multiply", lambda dtype: 1), exactness=Exactness.ORDER)
 register("max", Kind.REDUCTION, _extremum_rule("maximum"), _np_reduction(np.max, False),
-         "numpy.max (NaN propagates)")
+         "numpy.max (NaN propagates)", monoid=Monoid("maximum", _lowest))
 register("min", Kind.REDUCTION, _extremum_rule("minimum"), _np_reduction(np.min, False),
-         "numpy.min (NaN propagates)")
-register("any", Kind.REDUCTION, _logical_rule, _np_reduction(np.any, False), "numpy.any")
-register("all", Kind.REDUCTION, _logical_rule, _np_reduction(np.all, False), "numpy.all")
+         "numpy.min (NaN propagates)", monoid=Monoid("minimum", _highest))
+register("any", Kind.REDUCTION, _logical_rule, _np_reduction(np.any, False), "numpy.any",
+         monoid=Monoid("logical_or", lambda dtype: False), grad=Grad.NONE)
+register("all", Kind.REDUCTION, _logical_rule, _np_reduction(np.all, False), "numpy.all",
+         monoid=Monoid("logical_and", lambda dtype: True), grad=Grad.NONE)
 register("argmax", Kind.REDUCTION, _arg_rule, _np_reduction(np.argmax, False),
-         "numpy.argmax (first occurrence; axis is None or one int)")
+         "numpy.argmax (first occurrence; axis is None or one int)", grad=Grad.NONE)
 register("argmin", Kind.REDUCTION, _arg_rule, _np_reduction(np.argmin, False),
-         "numpy.argmin (first occurrence; axis is None or one int)")
+         "numpy.argmin (first occurrence; axis is None or one int)", grad=Grad.NONE)
 
 # ---------------------------------------------------------------- contraction
 
@@ -218,7 +258,8 @@ def _matmul_rule(a: TensorType, b: TensorType) -> TensorType:
 
 
 register("matmul", Kind.CONTRACTION, _matmul_rule, np.matmul,
-         "numpy.matmul on operands of >= 2 dims (batched, broadcasting batch dims)")
+         "numpy.matmul on operands of >= 2 dims (batched, broadcasting batch dims)",
+         exactness=Exactness.ORDER)
 
 # ---------------------------------------------------------------- structural
 
@@ -364,7 +405,8 @@ def _scatter_add(x, updates, *idx, axis):
 
 # The transpose of gather (its gradient): repeated indices accumulate, as np.add.at does.
 register("scatter_add", Kind.INDEXING, _scatter_add_rule, _scatter_add,
-         "a copy of x with np.add.at(out, (:, ..., i0, i1, ...), updates) starting at `axis`")
+         "a copy of x with np.add.at(out, (:, ..., i0, i1, ...), updates) starting at `axis`",
+         exactness=Exactness.ORDER)
 
 # ---------------------------------------------------------------- creation
 
@@ -397,9 +439,11 @@ def _transfer(x, *, source, device):
 
 # Inserted by the placement pass where a value is used on another device than it lives on.
 register("transfer", Kind.TRANSFER, lambda x, *, source, device: x, _transfer,
-         "a copy of x from device `source` to device `device` (placement inserts these)")
+         "a copy of x from device `source` to device `device` (placement inserts these)",
+         grad=Grad.NONE)
 
 # ---------------------------------------------------------------- autodiff marker
 
 register("stop_gradient", Kind.ELEMENTWISE, lambda x: x, lambda x: x,
-         "identity whose gradient is zero (tracejit.stop_gradient; simplify removes it)")
+         "identity whose gradient is zero (tracejit.stop_gradient; simplify removes it)",
+         grad=Grad.ZERO)

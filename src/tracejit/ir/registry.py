@@ -4,6 +4,14 @@ Each entry gives the op's kind, its shape/dtype rule (``rule(*input_types, **att
 TensorType``, raising the error NumPy would raise) and its NumPy reference implementation
 (``impl(*arrays, **attrs)``). Passes, backends, the README's op table
 (``tools/optable.py``) and the tests that enumerate the registry all read from here.
+
+The op-level facts that more than one place needs live here too, keyed by the op as JAX
+keys a primitive's rules by the primitive, so that no pass, backend or test keeps its own
+list of them: a reduction's ``monoid`` (its identity and the elementwise op that
+accumulates it: the fusion pass, both code generators and ``np.add.reduce`` read it),
+``exactness`` (which results a compiled backend may compute differently from NumPy, and
+by how much: the checking mode and the tests read it) and ``grad`` (whether the op has a
+VJP rule, a zero gradient or none: the autodiff tests check ``ad/rules.py`` against it).
 """
 
 from __future__ import annotations
@@ -31,6 +39,38 @@ class Kind(enum.Enum):
     TRANSFER = "transfer"
 
 
+class Exactness(enum.Enum):
+    """How closely a compiled backend reproduces NumPy's result of an op."""
+
+    EXACT = "exact"  # bit for bit (integer ops, correctly rounded float ops such as sqrt)
+    ULP = "ulp"  # float math from the backend's own routines: within ULP_BOUND of NumPy
+    ORDER = "order"  # adds many terms in an order the backend chooses (not NumPy's pairwise)
+
+
+# The accuracy, in units in the last place, of every Exactness.ULP op on a compiled backend
+# (backends/cpu/math.py and CUDA's math library; bench/results/ulp-*.md measure it).
+ULP_BOUND = 4
+
+
+class Grad(enum.Enum):
+    """What reverse-mode autodiff does at an op (``ad/rules.py`` holds the rules)."""
+
+    RULE = "rule"  # a VJP rule in ad/rules.VJP
+    ZERO = "zero"  # a float result that is piecewise constant: the gradient stops, as zero
+    NONE = "none"  # no cotangent: bool, integer or index results, or ops placed after AD
+
+
+@dataclass(frozen=True)
+class Monoid:
+    """How a reduction accumulates: from ``identity(dtype)`` (the result over no elements,
+    a Python scalar a code generator renders as a literal of ``dtype``), each element is
+    folded in with the binary elementwise op ``combine`` (a registry op name) in the
+    output dtype. A reduction with a monoid is one a loop kernel can compute."""
+
+    combine: str
+    identity: Callable[[np.dtype], object]
+
+
 @dataclass(frozen=True)
 class OpDef:
     name: str
@@ -39,15 +79,29 @@ class OpDef:
     impl: Callable
     doc: str
     ufunc: np.ufunc | None = None
+    monoid: Monoid | None = None  # reductions a loop kernel computes (not argmax/argmin)
+    exactness: Exactness = Exactness.EXACT
+    grad: Grad = Grad.RULE
 
 
 REGISTRY: dict[str, OpDef] = {}
 
 
-def register(name: str, kind: Kind, rule, impl, doc: str, ufunc: np.ufunc | None = None) -> None:
+def register(name: str, kind: Kind, rule: Callable[..., TensorType], impl: Callable, doc: str,
+             *, ufunc: np.ufunc | None = None, monoid: Monoid | None = None,
+             exactness: Exactness = Exactness.EXACT, grad: Grad = Grad.RULE) -> None:
+    """Define op ``name`` (see ``OpDef``); defining one twice is an error."""
     if name in REGISTRY:
         raise ValueError(f"op {name!r} registered twice")
-    REGISTRY[name] = OpDef(name, kind, rule, impl, doc, ufunc)
+    REGISTRY[name] = OpDef(name, kind, rule, impl, doc, ufunc, monoid, exactness, grad)
+
+
+def monoid_of(op: str) -> Monoid:
+    """The monoid of reduction ``op``; a KeyError names an op a loop cannot reduce."""
+    found = REGISTRY[op].monoid
+    if found is None:
+        raise KeyError(f"{op!r} has no monoid: no loop kernel computes it")
+    return found
 
 
 COMPARISONS = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}

@@ -32,7 +32,8 @@ from ..errors import IRError
 from ..ir import Graph, Kind, Node, Value
 from ..ir.registry import REGISTRY
 
-LOOP_REDUCTIONS = {"sum", "prod", "max", "min", "any", "all"}
+# The reductions a loop kernel computes: those with a monoid (argmax/argmin have none).
+LOOP_REDUCTIONS = frozenset(name for name, op in REGISTRY.items() if op.monoid is not None)
 
 Axes = tuple["int | None", ...]  # per dimension of a value: its iteration axis, or None
 

@@ -175,10 +175,10 @@ def _check_output_cast(ufunc, dtype: np.dtype, target: np.dtype) -> None:
             "casting rule 'same_kind'", hint="convert explicitly: x = (x op y).astype(x.dtype)")
 
 
-_REDUCE_FUNCS = {
-    np.add: "sum", np.multiply: "prod", np.maximum: "max", np.minimum: "min",
-    np.logical_and: "all", np.logical_or: "any",
-}
+# ufunc.reduce for the ufuncs that combine a registry reduction (np.add.reduce is sum):
+# the name of the NumPy function tracing it.
+_REDUCE_FUNCS = {getattr(np, op.monoid.combine): name
+                 for name, op in REGISTRY.items() if op.monoid is not None}
 
 
 def apply_ufunc(ufunc, method, inputs, kwargs):
