@@ -13,6 +13,7 @@ import pytest
 
 import tracejit as tj
 from tracejit import api, check
+from tracejit.backends import get_backend
 from tracejit.backends.cpu import ops as cpu_ops
 from tracejit.errors import (
     IndexOutOfBounds,
@@ -46,7 +47,7 @@ def test_check_passes_on_a_correct_program_on_the_cpu():
     want = tj.jit(layer, backend="reference")(X, W, B)
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got[1], want[1], rtol=1e-6)
-    _, steps = check.partition(checked.lower(X, W, B).optimized_graph, "cpu")
+    _, steps = get_backend("cpu").partition(checked.lower(X, W, B).optimized_graph)
     kinds = [k.kind for k in steps]
     assert "library" in kinds and "loop" in kinds and len(steps) >= 3
 

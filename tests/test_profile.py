@@ -76,7 +76,7 @@ def test_cpu_profile_shares_compiled_kernels(tmp_path, monkeypatch):
     with tj.profile() as p:
         f(X, X)
     (entry,) = f._cache.values()
-    assert entry.profiled.namespace["kernel0"] is entry.run.namespace["kernel0"]
+    assert entry.profiled.namespace["kernel0"] is entry.runner.namespace["kernel0"]
     (kernel,) = [s for s in p.steps if s.name == "kernel0"]
     assert "tanh" in kernel.ops and "exp" in kernel.ops
     assert kernel.nbytes >= 3 * NBYTES  # x and y read, the result written

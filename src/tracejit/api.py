@@ -13,17 +13,16 @@ from __future__ import annotations
 
 import functools
 import inspect
-import itertools
 import os
 import threading
 import time
 from collections import namedtuple
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from . import profiler, targets
-from .backends import get_backend
+from .backends import Runner, get_backend
 from .check import compile_checked, internal_error, resolve_mode
 from .errors import InvalidArgument, IRError, TracejitError
 from .ir import Graph, TensorType, verify
@@ -38,8 +37,31 @@ from .trace.tracer import as_arguments
 CacheInfo = namedtuple("CacheInfo", "hits misses signatures")
 
 
+# The backend for what runs on the host when a device backend is asked for by name
+# (``jit(backend="cuda")`` is ``jit(device="cuda")``): the CPU backend, whatever the default.
+_HOST_BACKEND = "cpu"
+
+
 def default_backend() -> str:
     return os.environ.get("TRACEJIT_BACKEND", "cpu")
+
+
+class CallSignature(NamedTuple):
+    """What a compiled signature is cached under: everything about a call that decides the
+    traced graph and where it runs (the arrays' values are not part of it).
+
+    A NamedTuple, not a frozen dataclass: a cached call builds one, hashes it and compares
+    it with the stored one, which a tuple does in C (a frozen dataclass with these fields
+    measured 1.3 us more per lookup, a sixth of a cached call)."""
+
+    nargs: int  # positional arguments, static ones included
+    bound: bool  # called as a method: ``self`` is the first, static, argument
+    tree: Any  # pytree structure of (dynamic positional arguments, dynamic keywords)
+    leaves: tuple  # per leaf: (shape, dtype, weak, device: a GPU array's, else None)
+    statics: tuple  # the static positional arguments' values, in order
+    static_kw: tuple  # sorted (name, value) pairs of the static keyword arguments
+    device: targets.Device | None  # the GPU the call runs on; None: the CPU
+    strict: bool  # on that GPU, an op it cannot run is an error (not a CPU fallback)
 
 
 class Lowered:
@@ -73,36 +95,46 @@ class Lowered:
 
 
 class _Entry:
-    """One compiled signature. ``compile_s`` is the time it took to build, first call
-    included; ``profiled`` is its profiling runner, built when first needed."""
+    """One compiled signature. ``run`` is its runner's function (called directly on the
+    cached path); ``compile_s`` is the time it took to build, first call included;
+    ``profiled`` is its profiling runner, built when first needed."""
 
-    __slots__ = ("run", "out_tree", "lowered", "compile_s", "profiled", "finish")
+    __slots__ = ("run", "runner", "out_tree", "lowered", "compile_s", "profiled", "finish")
 
-    def __init__(self, run, out_tree, lowered: Lowered, compile_s: float):
-        self.run = run
+    def __init__(self, runner: Runner, out_tree, lowered: Lowered, compile_s: float):
+        self.run = runner.fn
+        self.runner = runner
         self.out_tree = out_tree
         self.lowered = lowered
         self.compile_s = compile_s
-        self.profiled = None
+        self.profiled: Runner | None = None
         self.finish = _finisher(out_tree, lowered.optimized_graph)
+
+    @property
+    def name(self) -> str:
+        return self.lowered.graph.name
+
+    @property
+    def signature(self) -> str:
+        return self.lowered.signature
 
 
 def _leaf_key(leaf):
-    """(shape, dtype, weak) of one argument leaf; None for a Tracer (call inside a trace).
-    InvalidArgument for what jit cannot honour (an np.matrix, a masked array, an object
-    array: see ``trace.core.array_problem``)."""
+    """(shape, dtype, weak, device) of one argument leaf, the device None but for a GPU
+    array; None for a Tracer (a call inside a trace). InvalidArgument for what jit cannot
+    honour (an np.matrix, a masked array, an object array: ``trace.core.array_problem``)."""
     t = type(leaf)
     if t is np.ndarray and leaf.dtype.kind in "biufc":
-        return (leaf.shape, leaf.dtype, False)
+        return (leaf.shape, leaf.dtype, False, None)
     if isinstance(leaf, np.ndarray):  # a subclass, or a dtype jit does not compute with
         problem = array_problem(leaf)
         if problem is not None:
             raise InvalidArgument(problem[0], hint=problem[1])
-        return (leaf.shape, leaf.dtype, False)
+        return (leaf.shape, leaf.dtype, False, None)
     if t in WEAK_DEFAULT:
-        return ((), WEAK_DEFAULT[t], True)
+        return ((), WEAK_DEFAULT[t], True, None)
     if t is bool or isinstance(leaf, np.generic):
-        return ((), np.dtype(t) if t is bool else leaf.dtype, False)
+        return ((), np.dtype(t) if t is bool else leaf.dtype, False, None)
     if t is Tracer:
         return None
     where = targets.device_of(leaf)
@@ -132,10 +164,10 @@ class JitFunction:
         functools.update_wrapper(self, fn)
         self._fn = fn
         backend = backend or default_backend()
-        if backend == "cuda":  # the device picks the CUDA backend: this asks for GPU 0
-            backend, device = "cpu", device or "cuda"
+        kind = get_backend(backend).device_kind  # (and fail early on a misspelt backend)
+        if kind is not None:  # the device picks a device backend: this asks for its device 0
+            backend, device = _HOST_BACKEND, device or kind
         self._backend = backend
-        get_backend(backend)  # fail early on a misspelt backend
         self._device = None if device is None else targets.parse(device)
         self._strict = strict
         self._check = resolve_mode(check)  # fixed per function: its cache holds one mode
@@ -156,12 +188,18 @@ class JitFunction:
         self._static_names = frozenset(names) | {positional[i] for i in nums
                                                  if 0 <= i < len(positional)}
         self._fast_path_off = bool(self._static_nums or self._static_names)
-        self._cache: dict[Any, _Entry] = {}
+        self._static_at: dict[tuple[int, bool], tuple[int, ...]] = {}  # _static_positions'
+        self._cache: dict[CallSignature, _Entry] = {}
         # the same entries keyed by ((shape, dtype), ...) for calls with positional arrays
         # only, which __call__ looks up without building the general key
         self._fast: dict[tuple, _Entry] = {}
         self._lock = threading.RLock()
-        self._hits = itertools.count()  # next() is atomic: no lock on the cached path
+        # Cached calls count hits without the lock: a lock would cost more than the count
+        # is worth on the fastest path, and ``+= 1`` from racing threads can at worst lose
+        # an increment (it is not atomic, with or without the GIL). Misses are counted
+        # under the lock, where compiling happens. (itertools.count's atomic next() is no
+        # way out: reading its value needed __reduce__, which Python 3.14 removed.)
+        self._hits = 0
         self._misses = 0
 
     # ------------------------------------------------------------ calling
@@ -175,7 +213,7 @@ class JitFunction:
             else:
                 entry = self._fast.get(tuple(key))
                 if entry is not None:
-                    next(self._hits)
+                    self._hits += 1
                     return entry.finish(entry.run(*args))
         return self._call(args, kwargs, False)
 
@@ -187,32 +225,28 @@ class JitFunction:
     def _call_bound(self, obj, *args, **kwargs):
         return self._call((obj, *args), kwargs, True)
 
-    def _static_positions(self, nargs: int, bound: bool) -> frozenset:
-        pos = {i % nargs for i in self._static_nums if -nargs <= i < nargs}
-        return frozenset(pos | {0}) if bound else frozenset(pos)
+    def _static_positions(self, nargs: int, bound: bool) -> tuple[int, ...]:
+        """The static positions, in order, of a call with ``nargs`` positional arguments
+        (``self`` is one when ``bound``). Memoised: every call with statics asks."""
+        pos = self._static_at.get((nargs, bound))
+        if pos is None:
+            found = {i % nargs for i in self._static_nums if -nargs <= i < nargs}
+            pos = self._static_at[nargs, bound] = tuple(sorted(found | {0} if bound else found))
+        return pos
 
-    def _split(self, args, kwargs, bound):
-        static_pos = self._static_positions(len(args), bound) if args else frozenset()
-        statics = tuple(args[i] for i in sorted(static_pos))
-        dyn_args = tuple(a for i, a in enumerate(args) if i not in static_pos)
-        static_kw = tuple(sorted((k, v) for k, v in kwargs.items() if k in self._static_names))
-        dyn_kw = {k: v for k, v in kwargs.items() if k not in self._static_names}
-        return static_pos, statics, static_kw, dyn_args, dyn_kw
-
-    def _signature(self, args, kwargs, bound):
-        if not (kwargs or bound or self._fast_path_off):
-            # Fast path for the common call: positional arrays, nothing static. Its key has
-            # the same parts as the general one, so both paths share cache entries.
-            keys = []
-            for a in args:
-                if type(a) is not np.ndarray:
-                    break
-                keys.append((a.shape, a.dtype, False))
-            else:
-                tree = _plain_tree(len(args))
-                return (len(args), False, tree, tuple(keys), (), ()), _NO_STATICS, args, tree
-        split = self._split(args, kwargs, bound)
-        static_pos, statics, static_kw, dyn_args, dyn_kw = split
+    def _signature(self, args, kwargs, bound, device, strict) -> tuple[CallSignature | None,
+                                                                       list]:
+        """The call's signature and its dynamic leaves (an accepted ndarray subclass as a
+        plain ndarray); no signature for a call on Tracers (from an enclosing trace)."""
+        if self._fast_path_off or bound:
+            static_pos = self._static_positions(len(args), bound)
+            statics = tuple(args[i] for i in static_pos)
+            dyn_args = tuple(a for i, a in enumerate(args) if i not in static_pos)
+            static_kw = tuple(sorted((k, v) for k, v in kwargs.items()
+                                     if k in self._static_names))
+            dyn_kw = {k: v for k, v in kwargs.items() if k not in self._static_names}
+        else:  # nothing is static: nothing to split off
+            static_pos, statics, static_kw, dyn_args, dyn_kw = (), (), (), args, kwargs
         leaves, tree = pytree.flatten((dyn_args, dyn_kw))
         keys = []
         for i, leaf in enumerate(leaves):
@@ -222,15 +256,16 @@ class JitFunction:
                 names = self._input_names(tree, static_pos, len(args), pytree.leaf_exprs)
                 raise _bad_leaf(leaf, names[i], e) from None
             if k is None:
-                return None, split, leaves, tree
+                return None, leaves
             if type(leaf) is not np.ndarray and isinstance(leaf, np.ndarray):
                 leaves[i] = leaf.view(np.ndarray)  # an accepted subclass (np.memmap)
             keys.append(k)
-        return (len(args), bound, tree, tuple(keys), statics, static_kw), split, leaves, tree
+        return CallSignature(len(args), bound, tree, tuple(keys), statics, static_kw, device,
+                             strict), leaves
 
-    def _lookup(self, key) -> _Entry | None:
+    def _lookup(self, sig: CallSignature) -> _Entry | None:
         try:
-            return self._cache.get(key)
+            return self._cache.get(sig)
         except TypeError:
             raise InvalidArgument(
                 f"a static argument of {self.__name__} is not hashable",
@@ -238,46 +273,51 @@ class JitFunction:
                 "lists/arrays, or make the argument dynamic",
             ) from None
 
-    def _target(self) -> tuple[targets.Device, bool] | None:
-        """(device, strict) when the call asked for a GPU, else None (the CPU)."""
+    def _target(self) -> tuple[targets.Device | None, bool]:
+        """(device, strict) when the call asked for a GPU, else (None, False): the CPU."""
         if not targets.gpu_requested:
-            return None
+            return None, False
         place = (self._device, self._strict) if self._device is not None else targets.requested()
         if place[0].kind == "cpu":
-            return None
+            return None, False
         targets.check_available(place[0])
         return place
 
     def _call(self, args, kwargs, bound):
-        target = self._target()
-        key, split, leaves, tree = self._signature(args, kwargs, bound)
-        if key is None:  # called on Tracers from an enclosing trace: inline the function
-            return self._fn(*as_arguments(args), **as_arguments(kwargs))
-        if target is not None:
-            key = (key, target)
-        entry = self._lookup(key)
-        if entry is None:
-            entry, outs = self._compile(key, split, tree, args, leaves)
+        device, strict = self._target()
+        sig = None
+        if not (kwargs or bound or self._fast_path_off):
+            sig = _arrays_signature(args, device, strict)  # positional arrays, nothing static
+        arrays_only = sig is not None
+        if arrays_only:
+            leaves = args
         else:
-            next(self._hits)
-            outs = entry.run(*leaves) if not _PROFILES else profiler.call(entry, leaves)
-        if split is _NO_STATICS and not bound and target is None:  # positional arrays: fast key
+            sig, leaves = self._signature(args, kwargs, bound, device, strict)
+            if sig is None:  # called on Tracers from an enclosing trace: inline the function
+                return self._fn(*as_arguments(args), **as_arguments(kwargs))
+        entry = self._lookup(sig)
+        if entry is None:
+            entry, outs = self._compile(sig, leaves)
+        else:
+            self._hits += 1
+            outs = entry.run(*leaves) if not _PROFILES else _profiled_call(entry, leaves)
+        if arrays_only and device is None:  # __call__ finds it without building a signature
             self._fast[tuple((a.shape, a.dtype) for a in args)] = entry
         return entry.finish(outs)
 
-    def _compile(self, key, split, tree, args, leaves) -> tuple[_Entry, list]:
+    def _compile(self, sig: CallSignature, leaves) -> tuple[_Entry, list]:
         """Build the entry for a new signature and make its first call."""
         with self._lock:
-            entry = self._cache.get(key)
+            entry = self._cache.get(sig)
             if entry is None:
                 self._misses += 1
-                entry, times = self._build(key, split, tree, len(args), leaves)
-                self._cache[key] = entry
+                entry, times = self._build(sig, leaves)
+                self._cache[sig] = entry
             else:
-                next(self._hits)
+                self._hits += 1
                 times = None
         if times is None:
-            return entry, entry.run(*leaves) if not _PROFILES else profiler.call(entry, leaves)
+            return entry, entry.run(*leaves) if not _PROFILES else _profiled_call(entry, leaves)
         start = time.perf_counter()
         try:
             outs = entry.run(*leaves)
@@ -285,67 +325,60 @@ class JitFunction:
             if isinstance(e, _DATA_ERRORS) and not isinstance(e, IRError):
                 raise  # an error in the user's data (an index out of range): the code is fine
             with self._lock:  # code that failed to compile must not stay cached
-                if self._cache.get(key) is entry:
-                    del self._cache[key]
+                if self._cache.get(sig) is entry:
+                    del self._cache[sig]
             if _ours(e):  # generated code failing (a Numba TypingError, a NameError)
                 low = entry.lowered
                 raise internal_error(e, function=low.graph.name, signature=low.signature,
                                      stage="generated code (first call)",
                                      arguments=_arguments(low.graph, leaves),
                                      traced=low.graph, optimized=low.optimized_graph,
-                                     backend=low.backend) from e
+                                     backend=get_backend(low.backend)) from e
             raise
         first = time.perf_counter() - start
         entry.compile_s += first
         _log_compile(entry, *times, first)
         if _PROFILES:  # run it again profiled: the first call's time was mostly compiling
-            outs = profiler.call(entry, leaves)
+            outs = _profiled_call(entry, leaves)
         return entry, outs
 
-    def _build(self, key, split, tree, nargs, leaves=()) -> tuple[_Entry,
-                                                                  tuple[float, float, float]]:
+    def _build(self, sig: CallSignature, leaves=()) -> tuple[_Entry, tuple[float, float, float]]:
         """The entry for a signature, and the seconds spent tracing, in passes and in the
         backend. A failure of tracejit's own passes or code generation becomes an
         InternalCompilerError (with a reproducer made of ``leaves``, the arguments)."""
-        static_pos, statics, static_kw, _, _ = split
-        key, (target, strict) = key if len(key) == 2 else (key, (targets.CPU, False))
-        names = self._input_names(tree, static_pos, nargs)
-        types, where = [], []
-        for name, (shape, dtype, weak, *on) in zip(names, key[3], strict=True):
-            if dtype.kind not in "biufc":
-                raise InvalidArgument(f"argument {name!r} has unsupported dtype {dtype}",
-                                      hint="use bool, integer, float or complex arrays")
-            types.append(TensorType(shape, dtype, weak))
-            where.append(on[0] if on else targets.CPU if shape else None)
+        static_pos = self._static_positions(sig.nargs, sig.bound)
+        names = self._input_names(sig.tree, static_pos, sig.nargs)
+        types, where = _input_types(names, sig.leaves)
 
         def build_args(tracers):
-            dyn_args, dyn_kw = pytree.unflatten(tree, tracers)
+            dyn_args, dyn_kw = pytree.unflatten(sig.tree, tracers)
             dyn = iter(dyn_args)
-            st = iter(statics)
-            full = [next(st) if i in static_pos else next(dyn) for i in range(nargs)]
-            return full, {**dyn_kw, **dict(static_kw)}
+            st = iter(sig.statics)
+            full = [next(st) if i in static_pos else next(dyn) for i in range(sig.nargs)]
+            return full, {**dyn_kw, **dict(sig.static_kw)}
 
         fn_name = getattr(self._fn, "__name__", "f")
         t0 = time.perf_counter()
         stage, graph, optimized = "tracing", None, None
-        backend = self._backend if target.kind == "cpu" else target.kind
+        backend = get_backend(self._backend if sig.device is None else sig.device.kind)
         try:
             graph, out_tree = trace_function(self._fn, build_args, types, names, fn_name)
             t1 = time.perf_counter()
             stage = "passes"
             optimized = run_pipeline(graph)
-            if backend != self._backend or any(d not in (None, targets.CPU) for d in where):
+            for extra in backend.passes:
+                optimized = verify(extra(optimized))
+            if sig.device is not None or any(d not in (None, targets.CPU) for d in where):
                 stage = "placement"
-                supported = get_backend(backend).supports if backend == "cuda" else _everything
-                optimized = verify(place(optimized, target, where, supported, targets.CPU,
-                                         strict))
+                optimized = verify(place(optimized, sig.device or targets.CPU, where,
+                                         backend.supports, targets.CPU, sig.strict))
             t2 = time.perf_counter()
             stage = "code generation"
             if self._check:
                 run = compile_checked(optimized, backend, self._check, function=fn_name,
                                       traced_ir=str(graph))
             else:
-                run = get_backend(backend).compile(optimized)
+                run = backend.compile(optimized)
         except Exception as e:
             if stage == "tracing" and not isinstance(e, IRError) or not _ours(e):
                 raise  # the user's function failed, or a typed error about its code
@@ -354,9 +387,7 @@ class JitFunction:
                                  arguments=dict(zip(names, leaves, strict=False)),
                                  traced=graph, optimized=optimized, backend=backend) from e
         t3 = time.perf_counter()
-        entry = _Entry(run, out_tree, Lowered(graph, optimized, backend), t3 - t0)
-        if self._check:
-            entry.profiled = run  # a profile times a checked call as a whole
+        entry = _Entry(run, out_tree, Lowered(graph, optimized, backend.name), t3 - t0)
         return entry, (t1 - t0, t2 - t1, t3 - t2)
 
     def _input_names(self, tree, static_pos, nargs, paths=pytree.leaf_paths) -> list[str]:
@@ -374,33 +405,26 @@ class JitFunction:
     def lower(self, *args, **kwargs) -> Lowered:
         """Trace and optimise for these arguments' signature (and the device asked for)
         without running anything."""
-        target = self._target()
-        key, split, leaves, tree = self._signature(args, kwargs, False)
-        if key is None:
+        sig, leaves = self._signature(args, kwargs, False, *self._target())
+        if sig is None:
             raise InvalidArgument("lower() needs concrete arrays, not traced values")
-        if target is not None:
-            key = (key, target)
-        cached = self._lookup(key)
+        cached = self._lookup(sig)
         if cached:
             return cached.lowered
-        return self._build(key, split, tree, len(args), leaves)[0].lowered
+        return self._build(sig, leaves)[0].lowered
 
     def cache_info(self) -> CacheInfo:
-        hits = self._hits.__reduce__()[1][0]  # a count's value, without advancing it
-        return CacheInfo(hits, self._misses, len(self._cache))
+        return CacheInfo(self._hits, self._misses, len(self._cache))
 
     def clear_cache(self) -> None:
         with self._lock:
             self._cache.clear()
             self._fast.clear()
-            self._hits = itertools.count()
+            self._hits = 0
             self._misses = 0
 
     def __repr__(self) -> str:
         return f"<tracejit.jit {getattr(self._fn, '__qualname__', self._fn)!r}>"
-
-
-_NO_STATICS = (frozenset(), (), (), None, None)
 
 
 @functools.cache
@@ -432,18 +456,32 @@ def _log_compile(entry: _Entry, trace_s: float, passes_s: float, backend_s: floa
     if not log.isEnabledFor(logging.INFO):
         return
     low = entry.lowered
-    disk = getattr(entry.run, "disk_cache", None)
-    note = ""
-    if hasattr(entry.run, "disk_cache"):  # a backend with a disk cache (on or off)
-        note = f"; {disk.describe()}" if disk is not None else "; disk cache off"
+    disk = entry.runner.disk_cache  # None: a backend without a disk cache
+    note = f"; {disk.describe()}" if disk is not None else ""
     log.info("compiled %s(%s) for %s in %s: trace %s, passes %s, codegen %s, first call %s%s",
              low.graph.name, low.signature, low.backend, _ms(entry.compile_s), _ms(trace_s),
              _ms(passes_s), _ms(backend_s), _ms(first_s), note)
-    if disk is not None:
+    if disk is not None and disk.directory is not None:
         log.debug("  cache entry %s", disk.directory)
-    for step in getattr(entry.run, "steps", ()):
+    for step in entry.runner.steps:
         where = step.location.short if step.location is not None else "?"
         log.debug("  %s: %s (%s, %d bytes)", step.name, step.ops, where, step.nbytes)
+
+
+def _profiled_call(entry: _Entry, leaves) -> list:
+    """One call of ``entry`` through its profiling runner (built on first use, sharing the
+    compiled code; the time that takes counts as compiling), recorded in the open
+    profiles. One profiled call at a time: a profiling runner has one recorder."""
+    with profiler.lock:
+        runner = entry.profiled
+        if runner is None:
+            start = time.perf_counter()
+            runner = entry.profiled = entry.runner.profiled()
+            entry.compile_s += time.perf_counter() - start
+        start = time.perf_counter()
+        outs, times = runner.timed(*leaves)
+        profiler.record(entry, runner.steps, time.perf_counter() - start, times)
+    return outs
 
 
 @functools.lru_cache(maxsize=64)
@@ -455,8 +493,30 @@ def _plain_tree(n: int):
 _ndarray = np.ndarray
 
 
-def _everything(node) -> bool:
-    return True
+def _arrays_signature(args: tuple, device, strict: bool) -> CallSignature | None:
+    """The signature of a call with positional ndarrays only and nothing static (the
+    common call), built without flattening; None for any other call. It has the parts
+    the general path would give, so both share cache entries."""
+    keys = []
+    for a in args:
+        if type(a) is not _ndarray:
+            return None
+        keys.append((a.shape, a.dtype, False, None))
+    return CallSignature(len(args), False, _plain_tree(len(args)), tuple(keys), (), (), device,
+                         strict)
+
+
+def _input_types(names: list[str], leaves: tuple) -> tuple[list[TensorType], list]:
+    """The graph inputs' types, and where each lives: a GPU array's device, the CPU for
+    other arrays, None for a scalar (it goes wherever it is used)."""
+    types, where = [], []
+    for name, (shape, dtype, weak, device) in zip(names, leaves, strict=True):
+        if dtype.kind not in "biufc":
+            raise InvalidArgument(f"argument {name!r} has unsupported dtype {dtype}",
+                                  hint="use bool, integer, float or complex arrays")
+        types.append(TensorType(shape, dtype, weak))
+        where.append(device if device is not None else targets.CPU if shape else None)
+    return types, where
 
 
 # What a correct runner raises about the data it is given, as NumPy would: tracejit's typed

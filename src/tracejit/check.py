@@ -33,8 +33,9 @@ from pathlib import Path
 import numpy as np
 
 from . import targets
-from .errors import InvalidArgument, KernelMismatch, NonFiniteValue
-from .ir import Graph, Node, Value
+from .backends import Backend, Runner
+from .errors import InternalCompilerError, InvalidArgument, KernelMismatch, NonFiniteValue
+from .ir import Graph, Node, Value, verify
 from .ir.registry import REGISTRY, ULP_BOUND, Exactness
 
 Mode = bool | str  # False, True or "nan"
@@ -137,18 +138,6 @@ def traceback_text(error: BaseException) -> str:
 # ---------------------------------------------------------------- steps
 
 
-def partition(graph: Graph, backend: str) -> tuple[Graph, list]:
-    """The graph the backend partitions and its steps (fusion ``Kernel``s), in run order.
-    The reference interpreter's steps are its nodes."""
-    if backend == "reference":
-        from .passes.fusion import fuse
-
-        return graph, fuse(graph, lambda n: False)
-    from .backends import get_backend
-
-    return get_backend(backend).partition(graph)
-
-
 def subgraph(graph: Graph, kernel, name: str) -> Graph:
     """The step ``kernel`` as a graph of its own: its inputs, its nodes (and the constants
     it reads, as nodes), its outputs; a placed graph keeps its values' devices."""
@@ -180,22 +169,17 @@ class _Step:
         return next((n.loc for n in self.graph.nodes if n.loc is not None), None)
 
 
-def compile_checked(graph: Graph, backend: str, mode: Mode, *, function: str,
-                    traced_ir: str = ""):
-    """The runner ``run(*leaves) -> list`` of ``graph`` in checking ``mode``: each step
-    compiled by ``backend`` on its own and checked after it runs."""
-    from .backends import get_backend
-    from .ir import verify
-
-    compiler = get_backend(backend)
-    parted, kernels = partition(graph, backend)
+def compile_checked(graph: Graph, backend: Backend, mode: Mode, *, function: str,
+                    traced_ir: str = "") -> Runner:
+    """The runner of ``graph`` in checking ``mode``: each step compiled by ``backend`` on
+    its own and checked after it runs. A profile times it as one step-less call."""
+    parted, kernels = backend.partition(graph)
     steps = []
     for k, kern in enumerate(kernels):
         name = f"{'kernel' if kern.kind == 'loop' else 'lib'}{k}"
         sub = verify(subgraph(parted, kern, name))
-        steps.append(_Step(name, sub, compiler.compile(sub)))
+        steps.append(_Step(name, sub, backend.compile(sub)))
     constants = {n.out: n.attrs["value"] for n in parted.nodes if n.op == "constant"}
-    exactly = backend != "cuda"  # NVRTC contracts a*b+c into fused multiply-adds
     context = _Context(function, graph, traced_ir, backend)
 
     def run(*leaves):
@@ -207,19 +191,17 @@ def compile_checked(graph: Graph, backend: str, mode: Mode, *, function: str,
             if mode == "nan":
                 _check_finite(step, inputs, outputs, context)
             else:
-                _compare_step(step, inputs, outputs, leaves, exactly, context)
+                _compare_step(step, inputs, outputs, leaves, backend.exact, context)
             env.update(zip(step.graph.outputs, outputs, strict=True))
         return [env[v] for v in parted.outputs]
 
-    run.steps = []  # a profile sees one step: the checked call as a whole
-    run.namespace = {"record": lambda step, seconds: None}
-    return run
+    return Runner(run, [])
 
 
 class _Context:
     """What a report about one function needs besides the step."""
 
-    def __init__(self, function: str, graph: Graph, traced_ir: str, backend: str):
+    def __init__(self, function: str, graph: Graph, traced_ir: str, backend: Backend):
         self.function = function
         self.graph = graph
         self.traced_ir = traced_ir
@@ -352,8 +334,6 @@ def _fmt(x: float) -> str:
 
 
 def _mismatch(step: _Step, problem: str, inputs: list, leaves, context: _Context, loc):
-    from .backends import get_backend
-
     names = _input_names(step.graph)
     directory = write_reproducer(
         f"{context.function}-{step.name}",
@@ -361,12 +341,12 @@ def _mismatch(step: _Step, problem: str, inputs: list, leaves, context: _Context
          "arguments": _argument_arrays(context.graph, leaves)},
         texts_of({"ir.txt": str(context.graph), "step.ir.txt": str(step.graph),
                   "traced.ir.txt": context.traced_ir,
-                  "source.txt": lambda: get_backend(context.backend).source(step.graph),
+                  "source.txt": lambda: context.backend.source(step.graph),
                   "README.txt": _REPRO_README.format(function=context.function,
                                                      step=step.name)}))
     return KernelMismatch(
         f"check=True: {step.name} of {context.function} ({step.ops}; lines {step.lines()}) "
-        f"disagrees with the reference interpreter on {context.backend}: {problem}\n"
+        f"disagrees with the reference interpreter on {context.backend.name}: {problem}\n"
         f"reproducer: {directory}", reproducer=directory, location=loc)
 
 
@@ -423,15 +403,15 @@ def _check_finite(step: _Step, inputs: list, outputs: list, context: _Context) -
 
 def internal_error(error: BaseException, *, function: str, signature: str, stage: str,
                    arguments: Mapping[str, object], traced: Graph | None = None,
-                   optimized: Graph | None = None, backend: str | None = None):
+                   optimized: Graph | None = None,
+                   backend: Backend | None = None) -> InternalCompilerError:
     """The :class:`~tracejit.errors.InternalCompilerError` for ``error``, raised by
     tracejit's own ``stage`` (passes, code generation, the first call of generated code)
-    while compiling ``function(signature)``, with a reproducer directory written."""
-    from .backends import get_backend
-    from .errors import InternalCompilerError
+    while compiling ``function(signature)`` for ``backend``, with a reproducer directory
+    written."""
 
     def source() -> str | None:
-        return get_backend(backend).source(optimized) if optimized and backend else None
+        return backend.source(optimized) if optimized and backend else None
 
     directory = write_reproducer(function, {"arguments": arguments}, texts_of({
         "traced.ir.txt": str(traced) if traced is not None else None,

@@ -6,11 +6,14 @@
     print(p)
 
 Inside the block every jitted call (from any thread) runs a profiling runner: the same
-compiled steps, each timed. It is built the first time a signature is profiled and
-shares the plain runner's compiled kernels, so profiling compiles nothing twice. A call
+compiled steps, each timed. ``jit`` builds it the first time a signature is profiled,
+sharing the plain runner's compiled kernels, so profiling compiles nothing twice. A call
 that compiles its signature inside the block runs once more, profiled, so that the
 timings exclude compilation, which is reported per function instead. Profiled calls run
-one at a time. Outside a block the only cost is one check per call.
+one at a time (under :data:`lock`). Outside a block the only cost is one check per call.
+
+This module is plain data: the statistics, the ``profile()`` block and the report. It
+knows no backend; backends import :class:`StepInfo` from it to describe their steps.
 
 On a GPU each step is timed to its end (the profiling runner synchronises after it), and
 the copies between devices that the placement pass inserted are summed on a line of their
@@ -20,17 +23,20 @@ own, as in Theano's profile: bytes moved and the time it took.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from time import perf_counter
+from typing import Protocol
 
 ACTIVE: list[Profile] = []  # the open profiles; jit checks it on every call
-_lock = threading.RLock()
+# Held while a profiled call runs and is recorded: a profiling runner reports its steps'
+# times to one recorder at a time, and the profiles' counters are updated by one thread.
+lock = threading.RLock()
 
 
 @dataclass(frozen=True)
 class StepInfo:
-    """One step of a runner, as a backend describes it in ``run.steps``."""
+    """One step of a runner, as a backend describes it in ``Runner.steps``."""
 
     name: str  # what the runner calls: kernel3, lib4, node7
     ops: str  # the ops it computes
@@ -72,6 +78,19 @@ class StepStats:
         return self.nbytes * self.calls / self.seconds / 1e9 if self.seconds else 0.0
 
 
+class Compiled(Protocol):
+    """What a profile reads of a compiled signature (jit's cache entry, which also keys
+    the signature's statistics)."""
+
+    compile_s: float  # tracing, passes, code generation, first call
+
+    @property
+    def name(self) -> str: ...  # the function's
+
+    @property
+    def signature(self) -> str: ...  # its inputs and their types: ``x: f32[8], y: f32[8]``
+
+
 class Profile:
     """Statistics of the jitted calls made inside a :func:`profile` block."""
 
@@ -101,11 +120,11 @@ class Profile:
                              sum(s.nbytes // 2 * s.calls for s in moved),
                              sum(s.seconds for s in moved))
 
-    def _add(self, entry, steps, seconds: float, times) -> None:
+    def _add(self, entry: Compiled, steps: list[StepInfo], seconds: float,
+             times: list[tuple[int, float]]) -> None:
         f = self._functions.get(entry)
         if f is None:
-            lowered = entry.lowered
-            f = self._functions[entry] = FunctionStats(lowered.graph.name, lowered.signature)
+            f = self._functions[entry] = FunctionStats(entry.name, entry.signature)
         f.calls += 1
         f.seconds += seconds
         f.compile_seconds = entry.compile_s
@@ -148,38 +167,25 @@ class Profile:
 
 
 @contextmanager
-def profile():
+def profile() -> Iterator[Profile]:
     """Profile the jitted calls made inside the block; ``print`` the result for a table."""
     p = Profile()
-    with _lock:
+    with lock:
         ACTIVE.append(p)
     try:
         yield p
     finally:
-        with _lock:
+        with lock:
             ACTIVE.remove(p)
 
 
-def call(entry, leaves):
-    """Run one call of a compiled signature through its profiling runner."""
-    with _lock:
-        runner = entry.profiled
-        if runner is None:
-            from .backends import get_backend
-
-            start = perf_counter()
-            lowered = entry.lowered
-            runner = get_backend(lowered.backend).profiled(lowered.optimized_graph, entry.run)
-            entry.compile_s += perf_counter() - start
-            entry.profiled = runner
-        times: list[tuple[int, float]] = []
-        runner.namespace["record"] = lambda step, seconds: times.append((step, seconds))
-        start = perf_counter()
-        outs = runner(*leaves)
-        seconds = perf_counter() - start
+def record(entry: Compiled, steps: list[StepInfo], seconds: float,
+           times: list[tuple[int, float]]) -> None:
+    """Add one call of ``entry`` to every open profile: ``seconds`` in all, ``times`` the
+    (step index, seconds) its profiling runner reported for ``steps``."""
+    with lock:
         for p in ACTIVE:
-            p._add(entry, runner.steps, seconds, times)
-    return outs
+            p._add(entry, steps, seconds, times)
 
 
 def _clip(text: str, width: int) -> str:

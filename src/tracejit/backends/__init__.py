@@ -1,20 +1,23 @@
-"""Backends compile an optimised graph into an executable.
+"""Backends compile an optimised graph into a :class:`Runner`.
 
-Each backend module has ``compile(graph, profile=False) -> run``, where ``run(*leaves)``
-takes the flattened input leaves and returns the list of outputs; with ``profile`` the
-runner describes its steps in ``run.steps`` and reports each step's time to
-``record(step, seconds)`` (see ``profiler.py``); ``profiled(graph, run)`` builds that
-variant for an already compiled runner. ``source(graph)`` is what ``lower().source`` shows.
+Each backend is a module implementing the :class:`Backend` protocol (``base.py``):
+``compile(graph, profile=False) -> Runner``, ``supports(node)`` for placement,
+``source(graph)`` for ``lower().source``, ``partition(graph)`` for ``check=True``, and the
+facts ``jit`` needs to pick and drive it (``device_kind``, ``exact``, ``passes``).
 """
 
 from __future__ import annotations
 
-from types import ModuleType
-
 from ..errors import InvalidArgument
+from .base import Backend, DiskCacheInfo, Runner, StepTime
+
+__all__ = ["Backend", "DiskCacheInfo", "Runner", "StepTime", "available_backends",
+           "get_backend"]
 
 
-def get_backend(name: str) -> ModuleType:
+def get_backend(name: str) -> Backend:
+    """The backend called ``name`` (imported on first use: ``import tracejit`` imports
+    no code generator)."""
     if name == "reference":
         from . import reference
 

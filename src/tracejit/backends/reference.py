@@ -11,9 +11,16 @@ from time import perf_counter
 import numpy as np
 
 from ..errors import IndexOutOfBounds, InvalidValue, IRError, ScalarOverflow
-from ..ir import Graph
+from ..ir import Graph, Node
 from ..ir.registry import REGISTRY
+from ..passes.fusion import fuse
 from ..profiler import StepInfo
+from .base import Runner, ignore
+
+name = "reference"
+device_kind = None  # runs on the host, chosen with jit(backend="reference")
+exact = True  # it is NumPy
+passes = ()
 
 # NumPy's run-time errors and the typed error each becomes (located at the node's line).
 _TYPED = ((IndexError, IndexOutOfBounds), (OverflowError, ScalarOverflow),
@@ -24,11 +31,20 @@ def source(graph: Graph) -> str:
     return f"# reference backend: NumPy interprets this graph node by node\n{graph}"
 
 
-def compile(graph: Graph, profile: bool = False):
-    """The runner ``run(*leaves) -> list``; ``run.steps`` has one step per node. With
-    ``profile`` each node is timed and reported to ``record(step, seconds)`` looked up in
-    ``run.namespace`` (replace it there to collect)."""
-    namespace = {"record": _ignore}
+def supports(node: Node) -> bool:
+    """NumPy computes every op."""
+    return True
+
+
+def partition(graph: Graph) -> tuple[Graph, list]:
+    """The interpreter's steps are the graph's nodes, one per step."""
+    return graph, fuse(graph, lambda n: False)
+
+
+def compile(graph: Graph, profile: bool = False) -> Runner:
+    """The runner of ``graph``; its steps are the nodes. With ``profile`` each node is
+    timed and reported to ``record(step, seconds)`` looked up in ``runner.namespace``."""
+    namespace = {"record": ignore}
     slots = {v: i for i, v in enumerate(graph.inputs)}
     program = []
     for k, node in enumerate(graph.nodes):
@@ -51,16 +67,12 @@ def compile(graph: Graph, profile: bool = False):
             env[base + k] = _check(value, node)
         return [env[i] for i in outputs]
 
-    run.steps = [StepInfo(f"node{k}", node.op, node.loc,
-                          sum(_nbytes(v) for v in (*node.inputs, node.out)))
-                 for k, node in enumerate(graph.nodes)]
-    run.namespace = namespace
-    return run
-
-
-def profiled(graph: Graph, run):
-    """A profiling runner for ``graph`` (nothing is compiled, so nothing to share)."""
-    return compile(graph, profile=True)
+    steps = [StepInfo(f"node{k}", node.op, node.loc,
+                      sum(_nbytes(v) for v in (*node.inputs, node.out)))
+             for k, node in enumerate(graph.nodes)]
+    # nothing is compiled, so the profiling variant has nothing to share
+    remake = None if profile else lambda: compile(graph, profile=True)
+    return Runner(run, steps, namespace=namespace, make_profiled=remake)
 
 
 def _timed(impl, step: int, namespace: dict):
@@ -71,10 +83,6 @@ def _timed(impl, step: int, namespace: dict):
         return value
 
     return timed
-
-
-def _ignore(step: int, seconds: float) -> None:
-    pass
 
 
 def _nbytes(v) -> int:

@@ -230,6 +230,18 @@ class Entry:
                       DiskCacheWarning, stacklevel=3)
 
 
+class _Off:
+    """Where kernels compiled with the disk cache off (or unusable) live: nowhere."""
+
+    directory = None
+
+    def describe(self) -> str:
+        return "disk cache off"
+
+
+OFF = _Off()
+
+
 def open_entry(graph: Graph, source: str, backend: str) -> Entry | None:
     """The entry for this generated module, with ``kernels.py`` written if it is new; None
     when the cache directory cannot be written (a warning says so)."""

@@ -26,13 +26,16 @@ import numpy as np
 from ... import targets
 from ...errors import IndexOutOfBounds, InvalidValue, IRError, KernelError, ScalarOverflow
 from ...ir import Graph, Node
+from ..base import Runner, ignore
 from . import codegen, library, runner
 from .codegen import CudaModule, fusible, generate
 
-__all__ = ["CudaModule", "compile", "fusible", "generate", "partition", "profiled", "source",
-           "supports"]
+__all__ = ["CudaModule", "compile", "fusible", "generate", "partition", "source", "supports"]
 
-NAME = "cuda"
+name = "cuda"
+device_kind = "cuda"  # runs graphs placed on a GPU, chosen by the device
+exact = False  # NVRTC contracts a*b+c into fused multiply-adds
+passes = ()
 _TYPED = ((IndexError, IndexOutOfBounds), (OverflowError, ScalarOverflow),
           (ArithmeticError, InvalidValue), (ValueError, InvalidValue))
 
@@ -84,8 +87,15 @@ def _raw_module(cupy, src: str, index: int):
         return mod
 
 
-def compile(graph: Graph, profile: bool = False, *, reuse=None):
-    """The runner ``run(*leaves) -> list`` of a placed graph (see ``backends/__init__``)."""
+def compile(graph: Graph, profile: bool = False) -> Runner:
+    """The runner of a placed graph (see ``backends/base.py``)."""
+    return _runner(graph, profile, None)
+
+
+def _runner(graph: Graph, profile: bool, kernels: dict | None) -> Runner:
+    """The runner of a placed graph, binding ``kernels`` when a runner of the same graph
+    compiled them already. With ``profile`` it synchronises after each step and calls
+    ``record(step, seconds)`` from its namespace."""
     place = graph.placement
     if place is None or place.target.kind != "cuda":
         raise IRError("the CUDA backend compiles graphs placed on a GPU")
@@ -117,12 +127,11 @@ def compile(graph: Graph, profile: bool = False, *, reuse=None):
             raise KernelError(f"{steps[step].name} ({steps[step].ops}) failed on "
                               f"{place.target}: {e}", location=locations[step]) from None
 
-    if reuse is not None:
-        kernels = reuse.kernels
-    else:
+    if kernels is None:
         raw = _raw_module(cupy, module.source, index) if code.kernel_names else None
         with dev:
             kernels = {k: raw.get_function(k) for k in code.kernel_names}
+
     def to_device(x):
         """A transfer to this GPU (a host scalar becomes a 0-d array there)."""
         return cupy.asarray(x if targets.device_of(x) is not None else np.asarray(x))
@@ -130,25 +139,13 @@ def compile(graph: Graph, profile: bool = False, *, reuse=None):
     namespace = dict(code.namespace, located=located, operand=operand, check=check,
                      device=dev, empty=cupy.empty, to_host=targets.to_host,
                      to_device=to_device, sync=dev.synchronize, clock=time.perf_counter,
-                     record=_ignore, **kernels)
+                     record=ignore, **kernels)
     with dev:  # constants used on the GPU are copied there once, here
-        for name in code.device_constants:
-            namespace[name] = cupy.asarray(namespace[name])
+        for const in code.device_constants:
+            namespace[const] = cupy.asarray(namespace[const])
     filename = f"<tracejit cuda runner: {graph.name} {id(code):x}>"
     linecache.cache[filename] = (len(code.source), None, code.source.splitlines(True), filename)
     exec(builtins.compile(code.source, filename, "exec"), namespace)
-    run = namespace["run"]
-    run.steps = steps
-    run.namespace = namespace
-    run.kernels = kernels
-    return run
-
-
-def profiled(graph: Graph, run):
-    """A profiling runner for ``graph`` sharing ``run``'s compiled kernels."""
-    return compile(graph, profile=True, reuse=run)
-
-
-def _ignore(step: int, seconds: float) -> None:
-    pass
+    remake = None if profile else lambda: _runner(graph, True, kernels)
+    return Runner(namespace["run"], steps, namespace=namespace, make_profiled=remake)
 

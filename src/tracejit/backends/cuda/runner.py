@@ -26,7 +26,9 @@ from .codegen import CudaModule
 
 
 @dataclass
-class Runner:
+class RunnerSource:
+    """The generated runner before ``compile`` binds the compiled kernels to it."""
+
     source: str
     namespace: dict  # what the source refers to, except the kernels and the CuPy helpers
     kernel_names: list[str]
@@ -42,7 +44,7 @@ def _nbytes(v: Value) -> int:
 
 
 def generate(graph: Graph, module: CudaModule, cupy=None, profile: bool = False,
-             debug: bool = False) -> Runner:
+             debug: bool = False) -> RunnerSource:
     """The runner of ``graph``; ``cupy`` (None to only show the source) is bound into the
     library steps."""
     place = graph.placement
@@ -110,7 +112,7 @@ def generate(graph: Graph, module: CudaModule, cupy=None, profile: bool = False,
     text = "\n".join(body)  # kernels inline 0-d constants: only the others go to the GPU
     on_gpu = [names[v] for v in consts if place.on_target(v)
               and re.search(rf"\b{names[v]}\b", text)]
-    return Runner("\n".join(src) + "\n", namespace, module.kernel_names, on_gpu)
+    return RunnerSource("\n".join(src) + "\n", namespace, module.kernel_names, on_gpu)
 
 
 def _library(k: int, node, name, namespace: dict, place, cupy, kernel_inputs) -> str:
