@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from tracejit.backends.cuda import codegen, ops
 from tracejit.backends.cuda.codegen import (
     INT32_MAX,
     MAX_GRID,
@@ -27,6 +26,7 @@ from tracejit.backends.cuda.codegen import (
     index_ctype,
     row_plan,
 )
+from tracejit.backends.cuda.ops import CUDA
 from tracejit.ir import Graph, Node, Value
 from tracejit.ir.registry import REGISTRY
 from tracejit.ir.types import TensorType
@@ -55,7 +55,7 @@ def table_graphs():
     """(name, graph) for every op of the CUDA table and every dtype it computes in, with
     broadcasting operands, plus every cast."""
     out = []
-    for op in sorted(ops.ops()):
+    for op in sorted(CUDA.ops()):
         for dt in DTYPES:
             shapes = [(4, 8), (8,), (4, 1)][:nin(op)]
             types = [TensorType(s, dt) for s in shapes]
@@ -222,16 +222,16 @@ def test_corpus_compiles(compiled, arch):
 
 def test_every_table_op_is_fusible_for_some_dtype():
     covered = {name.rsplit("_", 1)[0] for name, _ in table_graphs()}
-    missing = {op for op in ops.ops() if op not in covered}
+    missing = {op for op in CUDA.ops() if op not in covered}
     assert not missing
 
 
 def test_float32_math_calls_float_functions():
     f32 = np.dtype(np.float32)
-    for op, name in ops.MATH.items():
-        text = ops.template(op, (f32,) * nin(op))
+    for op, name in CUDA.MATH.items():
+        text = CUDA.template(op, (f32,) * nin(op))
         assert f"{name}f(" in text, (op, text)
-        assert ops.template(op, (np.dtype(np.float64),) * nin(op)).startswith(f"{name}(")
+        assert CUDA.template(op, (np.dtype(np.float64),) * nin(op)).startswith(f"{name}(")
 
 
 def test_fusible_decisions():
@@ -253,7 +253,7 @@ def test_fusible_decisions():
 
 
 def test_literals_are_exact():
-    lit, f32, f64 = codegen._literal, np.dtype(np.float32), np.dtype(np.float64)
+    lit, f32, f64 = CUDA.literal, np.dtype(np.float32), np.dtype(np.float64)
     assert lit(0.1, f32) == "0.10000000149011612f"
     assert lit(-np.inf, f64) == "-TJ_INFINITY" and lit(np.nan, f32) == "TJ_NAN_F"
     assert lit(-2**31, np.dtype(np.int32)) == "(-2147483647 - 1)"

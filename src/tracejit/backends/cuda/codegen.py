@@ -42,9 +42,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...ir import Graph, Kind, Node, Value
-from ...ir.registry import REGISTRY, loop_dtypes
+from ...ir.registry import REGISTRY, loop_dtypes, monoid_of
 from ...passes.fusion import LOOP_REDUCTIONS, Kernel, fuse, needed, phases
-from . import ops
+from ..language import Const, Operand
+from .ops import CUDA, PRELUDE
 
 BLOCK = 256  # threads per block of map, full, column and warp-per-row kernels
 SINGLE_ROW_BLOCK = 1024  # a kernel with one row gives it the largest block
@@ -67,17 +68,17 @@ def index_ctype(n: int) -> str:
 def fusible(node: Node) -> bool:
     """Whether the CUDA backend computes ``node`` inside a loop kernel."""
     dtypes = [v.type.dtype for v in (*node.inputs, node.out)]
-    if any(ops.ctype(d) is None for d in dtypes):
+    if not all(CUDA.supports(d) for d in dtypes):
         return False
     if node.op in LOOP_REDUCTIONS:  # the input is cast to the output dtype per element
         out = dtypes[-1]
-        return ops.template(ops.REDUCE_WITH[node.op], (out, out)) is not None
+        return CUDA.template(monoid_of(node.op).combine, (out, out)) is not None
     if REGISTRY[node.op].kind is not Kind.ELEMENTWISE:
         return False  # contractions (cuBLAS), structural ops, gathers: library steps
     if node.op == "convert":
         return True  # float -> int through tj_float_to_int, as NumPy on x86
     dts = loop_dtypes(node)
-    return dts is not None and ops.template(node.op, dts[:-1]) is not None
+    return dts is not None and CUDA.template(node.op, dts[:-1]) is not None
 
 
 def grid_for(n: int, block: int = BLOCK, cap: int = MAX_GRID) -> int:
@@ -157,7 +158,7 @@ def generate(graph: Graph, prefix: str = "",
     # host scalars are passed by value: Python numbers, and NumPy 0-d values once placed
     scalars = {v for v in graph.inputs if v.type.ndim == 0 and
                (v.type.weak if place is None else place.where(v) is None)}
-    lines = [f"// tracejit CUDA backend: {graph.name}", ops.PRELUDE.strip(), ""]
+    lines = [f"// tracejit CUDA backend: {graph.name}", PRELUDE.strip(), ""]
     steps: list[Step] = []
     for k, kern in enumerate(partition(graph, on_device)):
         names = [n.op for n in kern.nodes]
@@ -175,46 +176,6 @@ def _where(node: Node) -> str:
     return node.loc.short.replace("\\", "/") if node.loc else "?"
 
 
-def _literal(value, dtype: np.dtype) -> str:
-    """A C literal of ``dtype`` (exact: float32 values are printed from the float32)."""
-    x = np.asarray(value).astype(dtype).item()
-    if dtype.kind == "b":
-        return "true" if x else "false"
-    if dtype.kind == "i":
-        if x == np.iinfo(dtype).min:  # -2147483648 is unary minus applied to an overflow
-            return f"({x + 1}{'LL' if dtype.itemsize == 8 else ''} - 1)"
-        text = f"{x}{'LL' if dtype.itemsize == 8 else ''}"
-    else:
-        f32 = dtype == np.float32
-        if math.isnan(x):
-            return "TJ_NAN_F" if f32 else "TJ_NAN"
-        if math.isinf(x):
-            return ("" if x > 0 else "-") + ("TJ_INFINITY_F" if f32 else "TJ_INFINITY")
-        text = repr(float(np.float32(x))) + "f" if f32 else repr(x)
-    return f"({text})" if text.startswith("-") else text
-
-
-def _identity(node: Node) -> str:
-    dtype = node.out.type.dtype
-    fixed = {"sum": 0, "prod": 1, "any": False, "all": True}
-    if node.op in fixed:
-        return _literal(fixed[node.op], dtype)
-    big = node.op == "min"
-    if dtype.kind == "f":
-        return _literal(np.inf if big else -np.inf, dtype)
-    if dtype.kind == "i":
-        return _literal(np.iinfo(dtype).max if big else np.iinfo(dtype).min, dtype)
-    return _literal(big, dtype)
-
-
-def _cast(expr: str, src: np.dtype, dst: np.dtype) -> str:
-    if src == dst:
-        return expr
-    if src.kind == "f" and dst.kind == "i":  # C leaves NaN, inf, out of range undefined
-        return f"tj_float_to_int<{ops.ctype(dst)}>({expr})"
-    return f"(({ops.ctype(dst)}){expr})"
-
-
 class _Emitter:
     """Emits one loop kernel: its parameters, its loop structure and its launches."""
 
@@ -229,7 +190,7 @@ class _Emitter:
         self.byval: dict[Value, str] = {}  # Python scalars passed by value
         self.out: dict[Value, str] = {}  # output pointers
         for j, v in enumerate(kern.inputs):
-            T = ops.ctype(v.type.dtype)
+            T = CUDA.dtype_name(v.type.dtype)
             if v in consts and v.type.ndim == 0:
                 continue  # inlined as a literal
             if v in scalars:
@@ -242,7 +203,7 @@ class _Emitter:
         for v in kern.outputs:
             j = next(i for i, n in enumerate(kern.nodes) if n.out is v)
             self.out[v] = f"o{j}"
-            self.args.append(Arg(f"o{j}", f"{ops.ctype(v.type.dtype)}* __restrict__",
+            self.args.append(Arg(f"o{j}", f"{CUDA.dtype_name(v.type.dtype)}* __restrict__",
                                  "output", v.type.dtype, v.type.shape, v))
         self.phase = phases(kern)
         self.row_level = [n for n in kern.nodes if kern.is_row_level(n)]
@@ -255,17 +216,21 @@ class _Emitter:
     def lit(self, n: int) -> str:
         return f"{n}u" if self.I == "unsigned" else f"{n}ull"
 
+    def ref(self, v: Value, idx: list[str], flat: str | None) -> Operand:
+        """``v`` at the multi-index ``idx`` (or flat index ``flat``), in its own dtype."""
+        if v in self.local:
+            return self.local[v]
+        if v in self.consts and v.type.ndim == 0:
+            return Const(self.consts[v])  # inlined as a literal of the dtype it is used in
+        if v in self.lane:
+            return self.lane[v]
+        if v in self.byval:
+            return self.byval[v]
+        return f"{self.ptr[v]}[{self.offset(v, idx, flat)}]"
+
     def read(self, v: Value, dtype: np.dtype, idx: list[str], flat: str | None) -> str:
         """``v`` as ``dtype`` at the multi-index ``idx`` (or flat index ``flat``)."""
-        if v in self.local:
-            return _cast(self.local[v], v.type.dtype, dtype)
-        if v in self.consts and v.type.ndim == 0:
-            return _literal(self.consts[v], dtype)
-        if v in self.lane:
-            return _cast(self.lane[v], v.type.dtype, dtype)
-        if v in self.byval:
-            return _cast(self.byval[v], v.type.dtype, dtype)
-        return _cast(f"{self.ptr[v]}[{self.offset(v, idx, flat)}]", v.type.dtype, dtype)
+        return CUDA.operand(self.ref(v, idx, flat), v.type.dtype, dtype)
 
     def offset(self, v: Value, idx: list[str], flat: str | None) -> str:
         """The element of input ``v`` at loop index ``idx``: each dimension at the loop axis
@@ -282,21 +247,13 @@ class _Emitter:
         return " + ".join(terms) or "0"
 
     def expr(self, node: Node, idx: list[str], flat: str | None) -> str:
-        if node.op == "convert":
-            return self.read(node.inputs[0], node.out.type.dtype, idx, flat)
-        dts = loop_dtypes(node)
-        args = [self.read(v, dt, idx, flat) for v, dt in zip(node.inputs, dts, strict=False)]
-        text = ops.template(node.op, dts[:-1]).format(*args)
-        if node.op == "power" and dts[0].kind == "f" and node.inputs[1].type.ndim == 0:
-            # NumPy's power loop takes sqrt for a broadcast exponent of 0.5 (-0.0 -> -0.0,
-            # -inf -> nan, where pow gives +0.0 and +inf)
-            text = (f"({args[1]} == {_literal(0.5, dts[0])} ? "
-                    f"{ops.math_function('sqrt', dts[0])}({args[0]}) : {text})")
-        return text
+        return CUDA.expr(node, [self.ref(v, idx, flat) for v in node.inputs])
 
     def combine(self, node: Node, acc: str, v: str) -> str:
-        dt = node.out.type.dtype
-        return ops.template(ops.REDUCE_WITH[node.op], (dt, dt)).format(acc, v)
+        return CUDA.combine(node.op, acc, v, node.out.type.dtype)
+
+    def identity(self, node: Node) -> str:
+        return CUDA.identity(node.op, node.out.type.dtype)
 
     # ------------------------------------------------------------------ bodies
 
@@ -317,7 +274,7 @@ class _Emitter:
                 v = self.read(node.inputs[0], dt, idx, flat)
                 lines.append(f"acc{n} = {self.combine(node, f'acc{n}', v)};{where}")
                 continue
-            T = ops.ctype(node.out.type.dtype)
+            T = CUDA.dtype_name(node.out.type.dtype)
             lines.append(f"const {T} v{n} = {self.expr(node, idx, flat)};{where}")
             self.local[node.out] = f"v{n}"
             if write and node.out in self.out:
@@ -345,7 +302,7 @@ class _Emitter:
         """A warp's tree reduction of ``acc<n>``. The shuffle is a statement of its own:
         inside a short-circuit ``||`` (bool any/max) a lane could skip it, and every lane
         of the mask must execute a shuffle."""
-        T = ops.ctype(node.out.type.dtype)
+        T = CUDA.dtype_name(node.out.type.dtype)
         return (f"for (int o = 16; o > 0; o >>= 1) {{ const {T} t = tj_shfl_down(acc{n}, o); "
                 f"acc{n} = {self.combine(node, f'acc{n}', 't')}; }}")
 
@@ -361,7 +318,7 @@ class _Emitter:
         lines += [f"  sh{n}[warp] = acc{n};" for n, _ in reds]
         lines += ["}", "__syncthreads();", "if (warp == 0) {  // the first warp combines them"]
         for n, node in reds:
-            lines += [f"  acc{n} = lane < {nw} ? sh{n}[lane] : {_identity(node)};",
+            lines += [f"  acc{n} = lane < {nw} ? sh{n}[lane] : {self.identity(node)};",
                       "  " + self.shuffle_down(n, node),
                       f"  if (lane == 0) sh{n}[{nw}] = acc{n};"]
         lines += ["}", "__syncthreads();"]
@@ -373,7 +330,7 @@ class _Emitter:
         lines = []
         for n, node in enumerate(self.kern.nodes):
             if node in self.row_level and self.phase[node.out] == p:
-                T = ops.ctype(node.out.type.dtype)
+                T = CUDA.dtype_name(node.out.type.dtype)
                 lines.append(f"const {T} v{n} = {self.expr(node, idx, None)};"
                              f"  // {node.op} (per row), {_where(node)}")
                 self.local[node.out] = f"v{n}"
@@ -394,8 +351,8 @@ class _Emitter:
                 n not in self.row_level and (n.op in LOOP_REDUCTIONS or n.out in self.out)]
 
     def accumulators(self, reds: list[tuple[int, Node]]) -> list[str]:
-        return [f"{ops.ctype(node.out.type.dtype)} acc{n} = {_identity(node)};  // {node.op}"
-                for n, node in reds]
+        return [f"{CUDA.dtype_name(node.out.type.dtype)} acc{n} = {self.identity(node)};"
+                f"  // {node.op}" for n, node in reds]
 
     def numbered(self, nodes: list[Node]) -> list[tuple[int, Node]]:
         return [(self.kern.nodes.index(n), n) for n in nodes if n.op in LOOP_REDUCTIONS]
@@ -501,9 +458,9 @@ class _Emitter:
         nblocks = grid_for(self.n, BLOCK, MAX_PARTIALS)
         args = list(self.args)
         if nblocks > 1:
-            args += [Arg(f"p{n}", f"{ops.ctype(node.out.type.dtype)}* __restrict__", "scratch",
-                         node.out.type.dtype, (nblocks,)) for n, node in reds]
-        shared = [f"  __shared__ {ops.ctype(node.out.type.dtype)} sh{n}[NWARPS + 1];"
+            args += [Arg(f"p{n}", f"{CUDA.dtype_name(node.out.type.dtype)}* __restrict__",
+                         "scratch", node.out.type.dtype, (nblocks,)) for n, node in reds]
+        shared = [f"  __shared__ {CUDA.dtype_name(node.out.type.dtype)} sh{n}[NWARPS + 1];"
                   for n, node in reds]
         ids = ["  const unsigned lane = threadIdx.x % 32u, warp = threadIdx.x / 32u;"]
         zero = ["0"] * self.nd
@@ -559,7 +516,7 @@ class _Emitter:
             src += [f"  // one block per row: {nrows} rows of {length}",
                     f"#define NWARPS {block // WARP}",
                     "  const unsigned lane = threadIdx.x % 32u, warp = threadIdx.x / 32u;"]
-            src += [f"  __shared__ {ops.ctype(n.out.type.dtype)} sh{i}[NWARPS + 1];"
+            src += [f"  __shared__ {CUDA.dtype_name(n.out.type.dtype)} sh{i}[NWARPS + 1];"
                     for i, n in self.numbered(self.kern.reductions)]
             src += [f"  for ({self.I} row = blockIdx.x; row < {self.lit(nrows)}; "
                     f"row += gridDim.x) {{"]

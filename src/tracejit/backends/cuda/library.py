@@ -15,7 +15,7 @@ import importlib
 import numpy as np
 
 from ...ir.ops import slice_key
-from . import ops
+from .ops import CUDA
 
 
 def _check_index(cupy, i, size: int, axis: int) -> None:
@@ -101,7 +101,7 @@ def supported(node) -> bool:
         return False
     data = [v.type.dtype for v in (node.inputs[:1] if node.op in ("gather", "scatter_add")
                                    else node.inputs)]
-    if any(ops.ctype(d) is None for d in (*data, node.out.type.dtype)):
+    if not all(CUDA.supports(d) for d in (*data, node.out.type.dtype)):
         return False
     if node.op == "matmul":  # cuBLAS: float32 or float64 (an int operand is converted)
         return node.out.type.dtype in _FLOATS

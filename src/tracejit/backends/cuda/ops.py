@@ -1,10 +1,11 @@
-"""The CUDA backend's op table: each loop-fusible op as a CUDA C expression template.
+"""The CUDA language: each loop-fusible op as a CUDA C expression template, and the
+C renderings of literals and casts (``backends/language.py`` holds the shared walk).
 
 ``{0}``, ``{1}``, ... are the operands, already cast to the op's loop dtypes (NumPy's
 ``ufunc.resolve_dtypes``); ``{T}`` is the C type of those loop dtypes and ``{U}`` its
 unsigned counterpart (integer arithmetic wraps in unsigned: signed overflow is undefined
 in C, NumPy wraps). The emitter converts the result to the IR dtype. An op/dtype
-combination absent here (``template`` returns None) is not fused, so this table only
+combination absent here (``CUDA.template`` returns None) is not fused, so this table only
 claims what it computes as NumPy does. float32 math calls the f-suffixed functions of
 CUDA's math library, so nothing silently computes in double. Ops whose NumPy semantics
 take more than an expression call the ``tj_*`` helpers of ``PRELUDE``.
@@ -12,7 +13,11 @@ take more than an expression call the ``tj_*`` helpers of ``PRELUDE``.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+
+from ..language import Language
 
 # C types of the dtypes the CUDA backend computes with (bool is one byte, as in NumPy).
 CTYPES = {
@@ -190,48 +195,55 @@ MATH = {
     "arccosh": "acosh", "arctanh": "atanh", "floor": "floor", "ceil": "ceil",
     "trunc": "trunc", "rint": "rint", "arctan2": "atan2", "hypot": "hypot", "power": "pow",
 }
-_BINARY_MATH = {"arctan2", "hypot", "power"}
 
 
-def math_function(op: str, dtype: np.dtype) -> str:
-    """``expf`` for float32, ``exp`` for float64."""
-    return MATH[op] + ("f" if dtype == np.float32 else "")
+class CudaLanguage(Language):
+    """CUDA C: C types, ``tj_*`` helpers for NumPy's semantics, exact float literals."""
+
+    ANY = _ANY
+    BOOL = _BOOL
+    INT = _INT
+    FLOAT = _FLOAT
+    MATH = MATH
+
+    def supports(self, dtype: np.dtype) -> bool:
+        return np.dtype(dtype) in CTYPES
+
+    def dtype_name(self, dtype: np.dtype) -> str:
+        return CTYPES[np.dtype(dtype)]
+
+    def specialize(self, text: str, dtype: np.dtype) -> str:
+        T = self.dtype_name(dtype)
+        return text.format("{0}", "{1}", "{2}", T=T, U=UNSIGNED.get(T, T))
+
+    def math_function(self, op: str, dtype: np.dtype) -> str:
+        """``expf`` for float32, ``exp`` for float64."""
+        return MATH[op] + ("f" if dtype == np.float32 else "")
+
+    def literal(self, value: object, dtype: np.dtype) -> str:
+        """A C literal of ``dtype`` (exact: float32 values are printed from the float32)."""
+        x = np.asarray(value).astype(dtype).item()
+        if dtype.kind == "b":
+            return "true" if x else "false"
+        if dtype.kind == "i":
+            if x == np.iinfo(dtype).min:  # -2147483648 is unary minus applied to an overflow
+                return f"({x + 1}{'LL' if dtype.itemsize == 8 else ''} - 1)"
+            text = f"{x}{'LL' if dtype.itemsize == 8 else ''}"
+        else:
+            f32 = dtype == np.float32
+            if math.isnan(x):
+                return "TJ_NAN_F" if f32 else "TJ_NAN"
+            if math.isinf(x):
+                return ("" if x > 0 else "-") + ("TJ_INFINITY_F" if f32 else "TJ_INFINITY")
+            text = repr(float(np.float32(x))) + "f" if f32 else repr(x)
+        return f"({text})" if text.startswith("-") else text
+
+    def cast(self, expr: str, src: np.dtype, dst: np.dtype) -> str:
+        if src == dst:
+            return expr
+        if src.kind == "f" and dst.kind == "i":  # C leaves NaN, inf, out of range undefined
+            return f"tj_float_to_int<{self.dtype_name(dst)}>({expr})"
+        return f"(({self.dtype_name(dst)}){expr})"
 
 
-# A reduction accumulates with the binary op of this table, in its output dtype.
-REDUCE_WITH = {"sum": "add", "prod": "multiply", "max": "maximum", "min": "minimum",
-               "any": "logical_or", "all": "logical_and"}
-
-
-def ops() -> set[str]:
-    """Every op this table has a template for, for at least one dtype."""
-    return set(_ANY) | set(_BOOL) | set(_INT) | set(_FLOAT) | set(MATH)
-
-
-def ctype(dtype: np.dtype) -> str | None:
-    return CTYPES.get(np.dtype(dtype))
-
-
-def template(op: str, loop_dtypes: tuple[np.dtype, ...]) -> str | None:
-    """The expression for ``op`` computed in ``loop_dtypes``, or None when not supported.
-    ``where`` gets (bool, T, T); the other ops compute in one dtype."""
-    if not loop_dtypes or any(ctype(d) is None for d in loop_dtypes):
-        return None
-    main = loop_dtypes[-1] if op == "where" else loop_dtypes[0]
-    if op != "where" and len(set(loop_dtypes)) != 1:
-        return None
-    kind = main.kind
-    text = _ANY.get(op)
-    if text is None and kind == "b":
-        text = _BOOL.get(op)
-    elif text is None and kind == "i":
-        text = _INT.get(op)
-    elif text is None and kind == "f":
-        text = _FLOAT.get(op)
-        if text is None and op in MATH:
-            args = ", ".join(f"{{{i}}}" for i in range(2 if op in _BINARY_MATH else 1))
-            text = f"{math_function(op, main)}({args})"
-    if text is None:
-        return None
-    T = ctype(main)
-    return text.format("{0}", "{1}", "{2}", T=T, U=UNSIGNED.get(T, T))
+CUDA = CudaLanguage()
