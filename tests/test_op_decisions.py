@@ -1,0 +1,198 @@
+"""Where each backend computes each registry op: every gap is a written decision.
+
+The reference backend runs every op as its NumPy implementation (``OpDef.impl``). The
+compiled backends decide per node: the CPU backend computes it in a loop kernel (Numba) or
+leaves it to a library call (NumPy, BLAS); the CUDA backend computes it in a loop kernel,
+calls a library (CuPy, cuBLAS), or leaves it to the host, where the placement pass runs it
+on the CPU. A missing template silently becomes a library call or a host step, so this
+file writes each backend's decision down, one row per op, per sample dtype, with the
+reason, and checks the rows against the backends' own ``fusible`` and
+``library.supported``. A new op fails ``test_every_op_has_a_decision`` until it has a row.
+
+Sample dtypes are NumPy's character codes: ``?`` bool, ``i`` int32, ``l`` int64, ``f``
+float32, ``d`` float64. Elementwise samples take every operand in the sample dtype (the
+loop then computes in NumPy's loop dtypes for them, e.g. float64 for ``exp`` of int32 and
+float16 for ``exp`` of bool); ``-`` marks dtypes for which NumPy has no loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from tracejit.backends.cpu.codegen import fusible as cpu_fusible
+from tracejit.backends.cuda import library
+from tracejit.backends.cuda.codegen import fusible as cuda_fusible
+from tracejit.ir import REGISTRY, Kind, Node, Value
+from tracejit.ir.types import TensorType
+from tracejit.passes.contract import SMALL_K
+
+K, L, H, NO = "kernel", "library", "host", "-"
+CODES = "?ilfd"
+Decision = str | dict[str, str]  # one decision for every sample dtype, or per dtype codes
+
+
+@dataclass(frozen=True)
+class Row:
+    cpu: Decision
+    cuda: Decision
+    why: str = ""  # the reason for every decision other than a kernel for every dtype
+
+    def at(self, backend: str, code: str) -> str:
+        decision = getattr(self, backend)
+        if isinstance(decision, str):
+            return decision
+        return next(d for codes, d in decision.items() if code in codes)
+
+
+ALL = Row(K, K)  # a loop kernel on both backends for every sample dtype
+F16 = "bool operands compute in float16 (NumPy's loop), which neither kernel language has"
+NO_INT_CPU = "the Numba language has no integer template for it (NumPy keeps the int dtype)"
+CUDA_INT8 = "bool operands compute in int8 (NumPy's loop), which the CUDA language lacks"
+
+DECISIONS: dict[str, Row] = {
+    # ------------------------------------------------------------ elementwise
+    "negative": Row({"?": NO, "ilfd": K}, {"?": NO, "ilfd": K}),
+    "positive": Row({"?": NO, "ilfd": K}, {"?": NO, "ilfd": K}),
+    "absolute": ALL,
+    "sign": Row({"?": NO, "il": L, "fd": K}, {"?": NO, "ilfd": K}, why=NO_INT_CPU),
+    **{op: Row({"?": L, "ilfd": K}, {"?": H, "ilfd": K}, why=F16) for op in (
+        "exp exp2 expm1 log log2 log10 log1p sqrt cbrt sin cos tan arcsin arccos arctan "
+        "sinh cosh tanh arcsinh arccosh arctanh rint arctan2 hypot logaddexp").split()},
+    "square": Row(K, {"?": H, "ilfd": K}, why=CUDA_INT8),
+    "reciprocal": Row({"?il": L, "fd": K}, {"?il": H, "fd": K},
+                      why="integer reciprocal (1 // x with NumPy's division by zero) has no "
+                          "template; bool computes in int8"),
+    **{op: Row({"?il": L, "fd": K}, {"?ilfd": K}, why=NO_INT_CPU + "; bool likewise")
+       for op in ("floor", "ceil", "trunc")},
+    "logical_not": ALL,
+    "invert": Row({"?il": K, "fd": NO}, {"?il": K, "fd": NO}),
+    **{op: Row({"?": L, "ilfd": K}, {"?ilfd": K}, why="isnan/isinf/isfinite of bool: the "
+               "Numba language has no bool template") for op in ("isnan", "isinf", "isfinite")},
+    "add": ALL,
+    "subtract": Row({"?": NO, "ilfd": K}, {"?": NO, "ilfd": K}),
+    "multiply": ALL,
+    "true_divide": ALL,
+    **{op: Row(K, {"?": H, "ilfd": K}, why=CUDA_INT8) for op in ("floor_divide", "remainder")},
+    "power": Row({"?il": L, "fd": K}, {"?il": H, "fd": K},
+                 why="integer power (NumPy raises for negative exponents) has no template; "
+                     "bool computes in int8"),
+    **{op: ALL for op in (
+        "maximum minimum fmax fmin equal not_equal less less_equal greater greater_equal "
+        "logical_and logical_or logical_xor").split()},
+    **{op: Row({"?il": K, "fd": NO}, {"?il": K, "fd": NO})
+       for op in ("bitwise_and", "bitwise_or", "bitwise_xor")},
+    **{op: Row({"?il": L, "fd": NO}, {"?": H, "il": K, "fd": NO},
+               why=NO_INT_CPU + "; bool computes in int8, which the CUDA language lacks")
+       for op in ("left_shift", "right_shift")},
+    "clip": Row({"?": L, "ilfd": K}, K, why="the Numba language has no bool clip"),
+    "where": ALL,
+    "convert": ALL,
+    "stop_gradient": Row(L, H, why="an autodiff marker: simplify removes it before code "
+                                   "generation, so no template exists"),
+    # ------------------------------------------------------------ reductions
+    **{op: ALL for op in ("sum", "prod", "max", "min", "any", "all")},
+    **{op: Row(L, L, why="no monoid (the index travels with the value): NumPy on the CPU, "
+                         "CuPy with NumPy's first-NaN rule on the GPU")
+       for op in ("argmax", "argmin")},
+    # ------------------------------------------------------------ contraction
+    "matmul": Row(L, {"?il": H, "fd": L},
+                  why=f"BLAS / cuBLAS (the samples have K > SMALL_K; float matmuls with "
+                      f"K <= {SMALL_K} are CPU kernels, see test_small_k_matmul); cuBLAS has "
+                      "no integer or bool matmul, so those run on the host"),
+    # ------------------------------------------------------------ structural, indexing
+    **{op: Row(L, L, why="a view or a copy: NumPy on the CPU, CuPy on the GPU")
+       for op in ("reshape", "transpose", "broadcast_to", "slice", "concatenate", "pad")},
+    "gather": Row(L, L, why="NumPy / CuPy fancy indexing (CuPy's after a bounds check)"),
+    "scatter_add": Row(L, {"?l": H, "ifd": L},
+                       why="np.add.at on the CPU; cupyx.scatter_add uses atomicAdd, which CUDA "
+                           "has for int32, float32 and float64 only"),
+    # ------------------------------------------------------------ creation, devices
+    "constant": Row(L, H, why="a value of the runner's namespace (0-d ones are inlined into "
+                              "kernels as literals); on CUDA placement puts it where its users "
+                              "run, not by supports()"),
+    "full": Row(L, L, why="np.full / cupy.full"),
+    "transfer": Row(L, H, why="a copy between devices that the runner makes; placement "
+                              "inserts it after deciding where every other node runs"),
+}
+
+
+def _node(op: str, inputs: list[TensorType], **attrs) -> Node:
+    values = tuple(Value(t) for t in inputs)
+    return Node(op, values, attrs, Value(REGISTRY[op].rule(*inputs, **attrs)), None)
+
+
+def sample(op: str, code: str) -> Node | None:
+    """A representative node of ``op`` in sample dtype ``code``; None where NumPy has no
+    loop for it."""
+    dt = np.dtype(code)
+    x, i64 = TensorType((4, 32), dt), TensorType((3,), np.dtype(np.int64))
+    d = REGISTRY[op]
+    builders = {
+        "where": lambda: _node(op, [TensorType((4, 32), np.dtype(bool)), x, x]),
+        "convert": lambda: _node(op, [x], dtype=np.dtype(np.float32)),
+        "stop_gradient": lambda: _node(op, [x]),
+        "clip": lambda: _node(op, [x, x, x]),
+        "argmax": lambda: _node(op, [x], axis=1, keepdims=False),
+        "argmin": lambda: _node(op, [x], axis=1, keepdims=False),
+        "matmul": lambda: _node(op, [x, TensorType((32, 3), dt)]),
+        "reshape": lambda: _node(op, [x], shape=(32, 4)),
+        "transpose": lambda: _node(op, [x], perm=(1, 0)),
+        "broadcast_to": lambda: _node(op, [x], shape=(2, 4, 32)),
+        "slice": lambda: _node(op, [x], starts=(0, 0), stops=(4, 32), steps=(1, 2)),
+        "concatenate": lambda: _node(op, [x, x], axis=0),
+        "pad": lambda: _node(op, [x], widths=((1, 0), (0, 1)), value=0),
+        "gather": lambda: _node(op, [x, i64], axis=0),
+        "scatter_add": lambda: _node(op, [x, TensorType((3, 32), dt), i64], axis=0),
+        "constant": lambda: _node(op, [], value=np.zeros((4, 32), dt)),
+        "full": lambda: _node(op, [], shape=(4, 32), dtype=dt, value=0),
+        "transfer": lambda: _node(op, [x], source="cpu", device="cuda:0"),
+    }
+    if op in builders:
+        return builders[op]()
+    if d.kind is Kind.REDUCTION:
+        extra = {"dtype": None} if op in ("sum", "prod") else {}
+        return _node(op, [x], axis=(1,), keepdims=False, **extra)
+    try:
+        return _node(op, [x] * d.ufunc.nin)
+    except Exception:  # the IR rule raises NumPy's error: no loop for these dtypes
+        return None
+
+
+def decided(backend: str, node: Node | None) -> str:
+    """What ``backend`` does with ``node`` according to its own functions."""
+    if node is None:
+        return NO
+    if backend == "cpu":
+        return K if cpu_fusible(node) else L
+    return K if cuda_fusible(node) else L if library.supported(node) else H
+
+
+def test_every_op_has_a_decision():
+    missing = set(REGISTRY) - set(DECISIONS)
+    assert not missing, f"ops without a written per-backend decision: {sorted(missing)}"
+    assert not set(DECISIONS) - set(REGISTRY), "decisions for ops no longer registered"
+
+
+@pytest.mark.parametrize("op", sorted(DECISIONS))
+def test_decision_is_what_the_backends_do(op):
+    row = DECISIONS[op]
+    for code in CODES:
+        node = sample(op, code)
+        for backend in ("cpu", "cuda"):
+            want, got = row.at(backend, code), decided(backend, node)
+            assert got == want, f"{op} ({np.dtype(code)}) on {backend}: the table says " \
+                                f"{want}, the backend does {got}"
+    gaps = {row.at(b, c) for b in ("cpu", "cuda") for c in CODES} - {K, NO}
+    assert row.why or not gaps, f"{op}: a library or host step without its reason"
+
+
+def test_small_k_matmul():
+    """A float matmul contracting at most SMALL_K is an unrolled CPU kernel; a larger one,
+    or an integer one, calls BLAS."""
+    for dt, k, want in (("f", SMALL_K, True), ("d", 2, True), ("f", SMALL_K + 1, False),
+                        ("l", 2, False)):
+        a, b = TensorType((4, k), np.dtype(dt)), TensorType((k, 3), np.dtype(dt))
+        assert cpu_fusible(_node("matmul", [a, b])) is want, (dt, k)
