@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from tracejit.backends.cpu.codegen import PARALLEL_MIN_SIZE, fusible
+from tracejit.backends.cpu.codegen import fusible
+from tracejit.backends.cpu.emitter import PARALLEL_MIN_SIZE
 from tracejit.passes.contract import split_skinny_matmuls
 from tracejit.passes.fusion import fuse
 

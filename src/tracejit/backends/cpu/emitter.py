@@ -1,0 +1,482 @@
+"""Emit one loop kernel of the CPU backend as Numba source, plus the runner lines that
+allocate its outputs and launch it.
+
+A kernel takes one of three loop shapes, each a method of ``LoopEmitter``:
+
+- *map* (no reductions): every dimension is an outer loop;
+- *rows* (all reductions over the same trailing axes): outer loops over the leading
+  dimensions, then one inner loop nest per phase (row softmax: max, sum of exp, output),
+  accumulators in registers, a row reduction split over lanes of partial accumulators so
+  that it vectorises;
+- *scatter* (other reductions): one loop nest accumulating into keepdims-shaped arrays
+  the runner pre-fills with the identity.
+
+A kernel of at least ``PARALLEL_MIN_SIZE`` elements runs its first dimension on libgomp's
+threads, each taking a contiguous share. Two shapes need a work split for that: a
+one-phase rows kernel reducing every axis (*full*) and a scatter kernel reducing its first
+dimension (*blocked*) run that dimension in blocks, each reducing into its own partial
+result, which thread 0 combines after a barrier.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...ir import Graph, Node, Value
+from ...ir.registry import loop_dtypes
+from ...passes.fusion import LOOP_REDUCTIONS, Kernel, needed, phases
+from . import ops
+
+PARALLEL_MIN_SIZE = 1 << 17  # below this, a thread launch costs more than it saves
+PARALLEL_BLOCKS = 16  # blocks of a reduced first dimension, each with partial results
+LANE_BYTES = 64  # one AVX-512 register of partial accumulators per reduction
+
+_IDENTITY = {"sum": 0, "prod": 1, "any": False, "all": True}
+
+
+def typename(dtype: np.dtype) -> str:
+    return "np.bool_" if dtype.kind == "b" else f"np.{dtype.name}"
+
+
+def literal(value) -> str:
+    v = value.item() if isinstance(value, (np.ndarray, np.generic)) else value
+    if isinstance(v, float) and not math.isfinite(v):
+        return "np.nan" if math.isnan(v) else ("np.inf" if v > 0 else "-np.inf")
+    return repr(v)
+
+
+def _identity(node: Node):
+    dtype = node.out.type.dtype
+    if node.op in _IDENTITY:
+        return _IDENTITY[node.op]
+    big = node.op == "min"
+    if dtype.kind == "f":
+        return np.inf if big else -np.inf
+    if dtype.kind in "iu":
+        return np.iinfo(dtype).max if big else np.iinfo(dtype).min
+    return big
+
+
+def _update(node: Node, acc: str, v: str) -> str:
+    return {"sum": f"{acc} + {v}", "prod": f"{acc} * {v}", "max": ops._MAX.format(acc, v),
+            "min": ops._MIN.format(acc, v), "any": f"{acc} | ({v} != 0)",
+            "all": f"{acc} & ({v} != 0)"}[node.op]
+
+
+class Module:
+    """Accumulates the generated kernels, the runner, and the objects they refer to."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.lines: list[str] = [f"# tracejit CPU backend: {graph.name}", "import numpy as np",
+                                 "from numba import carray, cfunc, types",
+                                 "from tracejit.backends.cpu.abi import U, arg, barrier, "
+                                 "num_threads, stack, thread_id", ""]
+        self.math: set[str] = set()  # functions of backends/cpu/math.py the kernels call
+        self.kernels: list[str] = []  # names of the loop kernels, in step order
+        self.namespace: dict = {"np": np}
+        self.consts: dict[Value, object] = {
+            n.out: n.attrs["value"] for n in graph.nodes if n.op == "constant"}
+        self.names: dict[Value, str] = {}
+        for i, v in enumerate(graph.inputs):
+            self.names[v] = f"a{i}"
+        for i, v in enumerate(self.consts):
+            self.names[v] = f"c{i}"
+            value = self.consts[v]
+            if isinstance(value, np.ndarray) and value.ndim:  # kernels read C order
+                value = np.ascontiguousarray(value)
+            self.namespace[f"c{i}"] = value
+
+    def name(self, v: Value) -> str:
+        if v not in self.names:
+            self.names[v] = f"t{len(self.names)}"
+        return self.names[v]
+
+
+class LoopEmitter:
+    """Emits one loop kernel ``kernel<k>`` into a ``Module``: its parameters, its loop
+    nest, and the runner statements that allocate its outputs and launch it.
+
+    The kernel's names for its arguments (``params``), the runner's expressions for them
+    (``call``) and the statements reading them (``unpack``) grow together, in the order of
+    the argument tuple: inputs, outputs, partial results. ``ref`` says how the kernel reads
+    each value (a loop index expression, a literal, a local variable ``v<n>``); values in
+    ``typed`` already have their IR dtype, so reading them needs no cast."""
+
+    def __init__(self, mod: Module, k: int, kern: Kernel, where: str):
+        self.mod, self.k, self.kern, self.where = mod, k, kern, where
+        self.shape = kern.shape or (1,)  # a 0-d kernel runs as one element
+        self.nd = len(self.shape)
+        self.big = math.prod(self.shape) >= PARALLEL_MIN_SIZE
+        self.idx = ", ".join(f"i{d}" for d in range(self.nd))
+        self.scatter = bool(kern.reductions) and not kern.rows
+        self.params: list[str] = []
+        self.call: list[str] = []
+        self.unpack: list[str] = []
+        self.pre: list[str] = []  # runner statements before the launch (allocations)
+        self.post: list[str] = []  # runner statements after it (reshapes)
+        self.ref: dict = {}  # Value (or ("matmul", Value)) -> how the kernel reads it
+        self.typed: set[Value] = set()
+        self.phase = phases(kern)
+        self.row_level = [n for n in kern.nodes if kern.is_row_level(n)]
+        self.parallel = False  # set by the loop shape: whether threads share the work
+        self.blocked: list[Node] = []  # a scatter kernel's reductions over its first axis
+
+    # ------------------------------------------------------------------ arguments
+
+    def param(self, local: str, runner: str, dtype: np.dtype,
+              shape: tuple[int, ...] | None) -> None:
+        """Append an argument: an array of ``shape``, or a scalar for ``shape=None``."""
+        n = len(self.params)
+        if shape is None and dtype.kind == "b":  # a bool pointer loads a byte, not an i1
+            self.unpack.append(f"{local} = arg(args, {n}, np.uint8)[0] != 0")
+        else:
+            pointer = f"arg(args, {n}, {typename(dtype)})"
+            self.unpack.append(f"{local} = {pointer}[0]" if shape is None else
+                               f"{local} = carray({pointer}, {shape})")
+        self.params.append(local)
+        self.call.append(runner)
+
+    def bind_inputs(self) -> None:
+        """Parameters for the inputs: matmul operands whole, scalars by value, constant
+        scalars inlined as literals, arrays read unbroadcast at the loop axes they are held
+        at (a zero-stride view would stop vectorisation)."""
+        kern, mod = self.kern, self.mod
+        contracted = {v for n in kern.nodes if n.op == "matmul" for v in n.inputs}
+        elementwise_use = {v for n in kern.nodes if n.op != "matmul" for v in n.inputs}
+        for j, v in enumerate(kern.inputs):
+            if v in contracted:  # matmul operands are read whole, with their own indices
+                self.param(f"m{j}", mod.name(v), v.type.dtype, v.type.shape)
+                self.ref[("matmul", v)] = f"m{j}"
+            if v in contracted and v not in elementwise_use:
+                continue
+            if v in mod.consts and v.type.ndim == 0:
+                self.ref[v] = literal(mod.consts[v])
+                continue
+            if v.type.ndim == 0:
+                T = typename(v.type.dtype)
+                self.param(f"s{j}", f"np.asarray({mod.name(v)}, {T})", v.type.dtype, None)
+                self.ref[v] = f"s{j}"
+            else:
+                self.param(f"x{j}", mod.name(v), v.type.dtype, v.type.shape)
+                self.ref[v] = f"x{j}[{_index(kern.axes[v])}]"
+            self.typed.add(v)
+
+    def allocate_outputs(self) -> None:
+        """Every node's value is the local ``v<n>``; outputs also get an array ``o<n>``:
+        reductions keepdims-shaped (pre-filled with the identity where a scatter kernel
+        accumulates into it), per-row values row-shaped, others the loop's shape."""
+        kern = self.kern
+        for n, node in enumerate(kern.nodes):
+            self.ref[node.out] = f"v{n}"
+            self.typed.add(node.out)
+            if node.out not in kern.outputs:
+                continue
+            name, T = self.mod.name(node.out), typename(node.out.type.dtype)
+            if node.op in LOOP_REDUCTIONS:
+                alloc = _keepdims_shape(node, self.shape)
+                fill = f"np.full({alloc}, {literal(_identity(node))}, {T})"
+                self.pre.append(f"{name} = {fill}" if self.scatter else
+                                f"{name} = np.empty({alloc}, {T})")
+            else:
+                alloc = (node.out.type.shape if kern.is_row_level(node) else self.shape) or (1,)
+                self.pre.append(f"{name} = np.empty({alloc}, {T})")
+            self.param(f"o{n}", name, node.out.type.dtype, alloc)
+            if alloc != node.out.type.shape:
+                self.post.append(f"{name} = {name}.reshape({node.out.type.shape})")
+
+    def partials(self, nodes: list[Node], shape_of, fill: bool) -> None:
+        """Per-block partial results ``p<n>`` of ``nodes``, each of ``shape_of(node)``,
+        pre-filled with the identity where blocks accumulate into them."""
+        for n in nodes:
+            j, T, name = self.kern.nodes.index(n), typename(n.out.type.dtype), self.mod.name(n.out)
+            pshape = shape_of(n)
+            if fill:
+                self.pre.append(f"{name}_blocks = np.full({pshape}, {literal(_identity(n))}, {T})")
+            else:
+                self.pre.append(f"{name}_blocks = np.empty({pshape}, {T})")
+            self.param(f"p{j}", f"{name}_blocks", n.out.type.dtype, pshape)
+
+    # ------------------------------------------------------------------ values
+
+    def read(self, v: Value, dtype: np.dtype) -> str:
+        """``v`` as ``dtype``: cast unless it already has that dtype."""
+        if v in self.typed and v.type.dtype == dtype:
+            return self.ref[v]
+        return f"{typename(dtype)}({self.ref[v]})"
+
+    def expr(self, node: Node) -> str:
+        """The expression of elementwise ``node`` at the current element."""
+        if node.op == "matmul":  # small K: unrolled dot product of a row and a column
+            a, b = (self.ref[("matmul", v)] for v in node.inputs)
+            i, j = f"i{self.nd - 2}", f"i{self.nd - 1}"
+            # from +0, as NumPy's (and BLAS's) dot does: -0.0 products sum to +0.0
+            return " + ".join([f"{typename(node.out.type.dtype)}(0)"] + [
+                f"{a}[{i}, {k}] * {b}[{k}, {j}]" for k in range(node.inputs[0].type.shape[1])])
+        dts = loop_dtypes(node)
+        args = [self.read(v, dt) for v, dt in zip(node.inputs, dts, strict=False)]
+        if node.op == "convert" and node.out.type.dtype.kind == "b":
+            return f"({self.ref[node.inputs[0]]} != 0)"
+        if node.op == "convert":
+            return args[0]
+        if node.op in ops.VECTOR_MATH and dts[0].kind == "f":
+            self.mod.math.add(ops.math_function(node.op, dts[0]))
+        text = ops.template(node.op, dts[:-1]).format(*args)
+        if node.op == "power" and dts[0].kind == "f" and node.inputs[1].type.ndim == 0:
+            # NumPy's power loop takes sqrt for a broadcast exponent of 0.5 (-0.0 -> -0.0,
+            # -inf -> nan, where pow gives +0.0 and +inf)
+            text = f"(np.sqrt({args[0]}) if {args[1]} == 0.5 else {text})"
+        return text
+
+    def accumulator(self, node: Node, lane: str | None) -> str:
+        """Where reduction ``node`` accumulates: lane ``lane`` of its lane array, its
+        (block's) keepdims array in a scatter kernel, else its local."""
+        j = self.kern.nodes.index(node)
+        if lane is not None:
+            return f"{self.ref[node.out]}_lanes[{lane}]"
+        if not self.scatter:
+            return self.ref[node.out]
+        out = f"p{j}[b, " if node in self.blocked else f"o{j}["
+        return f"{out}{_red_index(node, self.nd)}]"
+
+    def compute(self, sinks: list[Node], done: set[Value], lane: str | None = None) -> list[str]:
+        """Statements computing ``sinks`` at one element from the kernel's values
+        (recomputing cheap elementwise nodes a later phase needs again, skipping ``done``);
+        reductions update their ``accumulator``."""
+        lines: list[str] = []
+        kern = self.kern
+        for node in kern.nodes:
+            if node.out in done or node in self.row_level or not needed(node, sinks, kern):
+                continue
+            done.add(node.out)
+            T = typename(node.out.type.dtype)
+            if node.op in LOOP_REDUCTIONS:
+                acc = self.accumulator(node, lane)
+                v = self.read(node.inputs[0], node.out.type.dtype)
+                lines.append(f"{acc} = {T}({_update(node, acc, v)})  # {node.op}")
+                continue
+            lines.append(f"{self.ref[node.out]} = {T}({self.expr(node)})  # {node.op}")
+            if node.out in kern.outputs:
+                lines.append(f"o{kern.nodes.index(node)}[{self.idx}] = {self.ref[node.out]}")
+        return lines
+
+    def sinks(self, p: int) -> list[Node]:
+        """What phase ``p`` computes per element: its reductions and elementwise outputs."""
+        return [n for n in self.kern.nodes if self.phase[n.out] == p and
+                n not in self.row_level and (n.op in LOOP_REDUCTIONS or n.out in self.kern.outputs)]
+
+    # ------------------------------------------------------------------ loop shapes
+
+    def emit(self, body: list[str]) -> None:
+        """Emit the kernel into the module and its runner statements onto ``body``."""
+        self.bind_inputs()
+        self.allocate_outputs()
+        if not self.kern.reductions:
+            loops = self.emit_map()
+        elif self.scatter:
+            loops = self.emit_scatter()
+        else:
+            loops = self.emit_rows()
+        kern, k = self.kern, self.k
+        src = [f"# kernel {k}: loop over {list(kern.shape)} "
+               f"({', '.join(n.op for n in kern.nodes)}), {self.where}",
+               "@cfunc(types.void(types.int64), error_model='numpy')",
+               f"def kernel{k}(args):"]
+        src += [f"    {line}" for line in self.unpack]
+        if self.parallel:
+            src.append("    t, nt = thread_id(), num_threads()  # each thread takes a share")
+        self.mod.lines += src + loops + [""]
+        self.mod.kernels.append(f"kernel{k}")
+        body.extend(f"step = {k}; {line}" for line in self.pre)
+        launch = f"parallel(kernel{k}, args)" if self.parallel else f"kernel{k}(id(args))"
+        args = ", ".join(self.call) + "," * (len(self.call) == 1)
+        body.append(f"step = {k}; args = ({args}); {launch}")
+        body.extend(self.post)
+
+    def emit_map(self) -> list[str]:
+        """Every dimension an outer loop, the first shared among threads if large."""
+        self.parallel = self.big
+        return self.nest(0, "    ")
+
+    def emit_scatter(self) -> list[str]:
+        """One loop nest accumulating into keepdims-shaped arrays. A large kernel shares
+        its first dimension among threads: reductions over it accumulate per block of it
+        into partial arrays, combined at the end; the others write disjoint elements."""
+        self.parallel = self.big and self.shape[0] > 1
+        if self.parallel:
+            self.blocked = [n for n in self.kern.reductions if 0 in n.attrs["axis"]]
+        if not self.blocked:
+            return self.nest(0, "    ")
+        nblocks = min(self.shape[0], PARALLEL_BLOCKS)
+        self.partials(self.blocked, lambda n: (nblocks, *_keepdims_shape(n, self.shape)), True)
+        src = [f"    for b in {_share(nblocks)}:",
+               f"        for i0 in range(b * U({self.shape[0]}) // U({nblocks}), "
+               f"(b + U(1)) * U({self.shape[0]}) // U({nblocks})):"]
+        src += self.nest(1, "            ") + _COMBINE_HEAD
+        for n in self.blocked:
+            j, T = self.kern.nodes.index(n), typename(n.out.type.dtype)
+            src += [f"        for b in range({nblocks}):",
+                    f"            for jj in np.ndindex({_keepdims_shape(n, self.shape)}):",
+                    f"                o{j}[jj] = {T}({_update(n, f'o{j}[jj]', f'p{j}[b][jj]')})"]
+        return src
+
+    def nest(self, first: int, indent: str) -> list[str]:
+        """The one-phase loop nest of a map or scatter kernel from dimension ``first`` on."""
+        src, indent = self.loops(first, self.nd, indent)
+        return src + [f"{indent}{line}" for line in self.compute(self.sinks(0), set())]
+
+    def loops(self, first: int, last: int, indent: str) -> tuple[list[str], str]:
+        """Loops over dimensions ``first`` to ``last`` (exclusive), dimension 0 shared among
+        threads in a parallel kernel; returns them and the indent of their body."""
+        src = []
+        for d in range(first, last):
+            rng = _share(self.shape[d]) if d == 0 and self.parallel else f"range({self.shape[d]})"
+            src.append(f"{indent}for i{d} in {rng}:")
+            indent += "    "
+        return src, indent
+
+    def emit_rows(self) -> list[str]:
+        """Outer loops over the leading dimensions, then each phase in turn per row. A large
+        one-phase reduction over every axis (*full*) runs in blocks of the first dimension
+        instead, each reducing into its own partial result, combined at the end."""
+        split = self.nd - len(self.kern.rows)
+        n_phases = max(self.phase.values(), default=0) + 1
+        full = split == 0 and self.big and self.shape[0] > 1 and n_phases == 1
+        self.parallel = (split > 0 or full) and self.big
+        src, indent = self.loops(0, split, "    ")
+        block = None
+        if full:
+            block = self.full_blocks()
+            src += [f"{indent}for b in {_share(block[0])}:", f"{indent}    lo = b * U({block[1]})",
+                    f"{indent}    hi = min(U({self.shape[0]}), lo + U({block[1]}))"]
+            indent += "    "
+        done: set[Value] = set()
+        for p in range(n_phases):
+            src += self.row_phase(p, split, indent, done, full)
+        if full:
+            src += self.combine_full(block[0])
+        return src
+
+    def full_blocks(self) -> tuple[int, int]:
+        """(blocks, rows per block) of a *full* kernel, adding their partial results: 16
+        blocks, of a whole number of lanes in 1-d (the lane loops need aligned starts)."""
+        reds = self.kern.reductions
+        lanes = LANE_BYTES // max(n.out.type.dtype.itemsize for n in reds)
+        chunk = -(-self.shape[0] // PARALLEL_BLOCKS)
+        chunk = -(-chunk // lanes) * lanes if self.nd == 1 else chunk
+        nblocks = -(-self.shape[0] // chunk)
+        self.partials(reds, lambda n: (nblocks,), False)
+        return nblocks, chunk
+
+    def row_phase(self, p: int, split: int, indent: str, done: set[Value],
+                  full: bool) -> list[str]:
+        """Phase ``p`` of a row: its per-row values (from the phases before), then one
+        pass over the row's elements for its reductions and elementwise outputs."""
+        kern = self.kern
+        src = []
+        row_index = ", ".join("0" if d >= split else f"i{d}" for d in range(self.nd))
+        for n in self.row_level:
+            if self.phase[n.out] == p:
+                T = typename(n.out.type.dtype)
+                src.append(f"{indent}{self.ref[n.out]} = {T}({self.expr(n)})  # {n.op}")
+                if n.out in kern.outputs:
+                    src.append(f"{indent}o{kern.nodes.index(n)}[{row_index}] = {self.ref[n.out]}")
+        sinks = self.sinks(p)
+        reds = [n for n in sinks if n.op in LOOP_REDUCTIONS]
+        for n in reds:
+            T = typename(n.out.type.dtype)
+            src.append(f"{indent}{self.ref[n.out]} = {T}({literal(_identity(n))})")
+        if not sinks:
+            return src
+        done_inner = done | {n.out for n in self.row_level}
+        lanes = LANE_BYTES // max((n.out.type.dtype.itemsize for n in reds), default=1)
+        if reds and split == self.nd - 1 and self.shape[-1] >= 2 * lanes:
+            src += self.lane_pass(sinks, reds, lanes, indent, done_inner, full)
+        else:
+            inner = indent
+            for d in range(split, self.nd):
+                bounds = "lo, hi" if full and d == 0 else self.shape[d]
+                src.append(f"{inner}for i{d} in range({bounds}):")
+                inner += "    "
+            src += [f"{inner}{line}" for line in self.compute(sinks, done_inner)]
+        done |= {n.out for n in reds}
+        for n in reds:
+            if n.out in kern.outputs:
+                j = kern.nodes.index(n)
+                dest = f"p{j}[b]" if full else f"o{j}[{_red_index(n, self.nd)}]"
+                src.append(f"{indent}{dest} = {self.ref[n.out]}")
+        return src
+
+    def lane_pass(self, sinks: list[Node], reds: list[Node], lanes: int, indent: str,
+                  done: set[Value], full: bool) -> list[str]:
+        """The pass over a row of a phase with reductions ``reds``, in lanes: the lane
+        loops over whole groups of ``lanes`` elements, a scalar loop over the remainder,
+        then the lanes combined into each reduction's local."""
+        last = self.shape[-1]
+        lo, hi = ("lo", "hi") if full else ("0", str(last))
+        end = f"hi - (hi - lo) % U({lanes})" if full else str(last - last % lanes)
+        src = _lane_loops(reds, lo, end, lanes, self.nd - 1, indent, self.ref,
+                          self.compute(sinks, set(done), "lane"))
+        if full or last % lanes:
+            src.append(f"{indent}for i{self.nd - 1} in range({end}, {hi}):  # the remainder")
+            src += [f"{indent}    {line}" for line in self.compute(sinks, done)]
+        src.append(f"{indent}for lane in range({lanes}):  # combine the lanes")
+        for n in reds:
+            T, acc = typename(n.out.type.dtype), self.ref[n.out]
+            src.append(f"{indent}    {acc} = {T}({_update(n, acc, f'{acc}_lanes[lane]')})")
+        return src
+
+    def combine_full(self, nblocks: int) -> list[str]:
+        """Thread 0 reduces the blocks' partial results of a *full* kernel, in order."""
+        src = list(_COMBINE_HEAD)
+        for n in self.kern.reductions:
+            j, T = self.kern.nodes.index(n), typename(n.out.type.dtype)
+            src += [f"        r{j} = {T}({literal(_identity(n))})",
+                    f"        for b in range({nblocks}):",
+                    f"            r{j} = {T}({_update(n, f'r{j}', f'p{j}[b]')})",
+                    f"        o{j}[{_red_index(n, self.nd)}] = r{j}"]
+        return src
+
+
+_COMBINE_HEAD = ["    barrier()  # wait for every block",
+                 "    if t == 0:  # thread 0 combines the blocks' partial results"]
+
+
+def _share(n: int) -> str:
+    """This thread's contiguous share of ``range(n)``."""
+    return f"range(t * U({n}) // nt, (t + U(1)) * U({n}) // nt)"
+
+
+def _keepdims_shape(node: Node, shape: tuple[int, ...]) -> tuple[int, ...]:
+    axes = node.attrs["axis"]
+    return tuple(1 if d in axes else s for d, s in enumerate(shape))
+
+
+def _index(axes) -> str:
+    """Index an input held at ``axes`` of the loop (the fusion pass's ``Kernel.axes``):
+    each dimension by its loop variable, a size-1 dimension at 0."""
+    return ", ".join("0" if a is None else f"i{a}" for a in axes)
+
+
+def _lane_loops(reds, lo, end, lanes, d, indent, ref, body) -> list[str]:
+    """A reduction over a row as ``lanes`` independent partial accumulators: a float sum
+    cannot vectorise otherwise (reassociating it needs fastmath, which the math module's
+    error-free transformations forbid)."""
+    lines = []
+    for r in reds:
+        acc, T = f"{ref[r.out]}_lanes", typename(r.out.type.dtype)
+        lines += [f"{indent}{acc} = carray(stack({lanes}, {T}), ({lanes},))",
+                  f"{indent}for lane in range({lanes}):",
+                  f"{indent}    {acc}[lane] = {literal(_identity(r))}"]
+    lines.append(f"{indent}for c in range(U({lo}), U({end}), U({lanes})):")  # unsigned: see abi
+    lines.append(f"{indent}    for lane in range(U({lanes})):")
+    lines.append(f"{indent}        i{d} = c + lane")
+    lines += [f"{indent}        {line}" for line in body]
+    return lines
+
+
+def _red_index(node: Node, nd: int) -> str:
+    axes = node.attrs["axis"] if node.inputs[0].type.ndim else ()
+    return ", ".join("0" if d in axes else f"i{d}" for d in range(nd))
