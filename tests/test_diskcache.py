@@ -192,6 +192,19 @@ def test_key_sees_constants_the_printer_elides(cache):
     assert len(keys) == 2
 
 
+def test_key_sees_the_interpreters_layout(cache, monkeypatch):
+    """Kernels read argument tuples at the interpreter's item offset, which Python 3.14
+    moved (a cached hash before the items): a cache shared by two Pythons must not hand
+    one the other's kernels."""
+    from tracejit.backends.cpu import native
+
+    graph = tj.jit(chain).lower(X, X).optimized_graph
+    before = diskcache.key(graph, "source", "cpu")
+    assert native.TUPLE_ITEMS == tuple.__basicsize__
+    monkeypatch.setattr(native, "TUPLE_ITEMS", native.TUPLE_ITEMS + 8)
+    assert diskcache.key(graph, "source", "cpu") != before
+
+
 def test_default_location(monkeypatch):
     monkeypatch.delenv("TRACEJIT_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", "/some/where")

@@ -5,10 +5,11 @@ again, and without importing Numba (see ``native.py``).
 An entry is a directory named by a hash of everything that decides the machine code: the
 optimised IR (ops, attributes, types and every constant's bytes), the generated kernel
 source, the backend's own source files (the generated module imports helpers from them),
-the host CPU (the code uses its vector instructions), and the tracejit and Numba
-versions. It holds the kernel module as ``kernels.py`` (what ``lower().source`` shows),
-the kernels linked into a shared library ``kernels-<hash>.so``, and ``index.json``: the
-library's name and SHA-256 and the kernels' symbol names.
+the host CPU (the code uses its vector instructions), the interpreter (the kernels read
+its tuples' layout), and the tracejit and Numba versions. It holds the kernel module as
+``kernels.py`` (what ``lower().source`` shows), the kernels linked into a shared library
+``kernels-<hash>.so``, and ``index.json``: the library's name and SHA-256 and the
+kernels' symbol names.
 
 ``TRACEJIT_CACHE_DIR`` sets the location (default ``$XDG_CACHE_HOME/tracejit`` or
 ``~/.cache/tracejit``); ``TRACEJIT_DISK_CACHE=0`` turns the cache off.
@@ -37,6 +38,7 @@ import os
 import platform
 import shutil
 import stat
+import sys
 import uuid
 import warnings
 from dataclasses import dataclass, replace
@@ -93,7 +95,7 @@ def key(graph: Graph, source: str, backend: str) -> str:
     array attribute's dtype, shape and bytes are hashed as well."""
     h = hashlib.sha256()
     for part in (_FORMAT, backend, _backend_fingerprint(), __version__,
-                 _numba_version(), _host(), str(graph), source):
+                 _numba_version(), _abi(), _host(), str(graph), source):
         h.update(part.encode())
         h.update(b"\0")
     for node in graph.nodes:
@@ -125,6 +127,13 @@ def _numba_version() -> str:
         from importlib.metadata import version
 
         return version("numba")
+
+
+def _abi() -> str:
+    """The interpreter the kernels are built for: they read its tuples and NumPy's arrays
+    at fixed offsets (``native.py``), and Python 3.14 moved a tuple's items."""
+    return (f"{sys.implementation.cache_tag}: tuple items at {native.TUPLE_ITEMS}, "
+            f"array data at {native.ARRAY_DATA}")
 
 
 @functools.cache

@@ -30,7 +30,9 @@ import numpy as np
 
 from ...errors import BackendUnavailable
 
-TUPLE_ITEMS = 24  # offset of item 0 in a PyTupleObject (refcount, type, size, items...)
+# Offset of item 0 in a PyTupleObject: the header before it (refcount, type, size, and
+# from Python 3.14 a cached hash), which is what a tuple's basic size measures.
+TUPLE_ITEMS = tuple.__basicsize__
 ARRAY_DATA = 16  # offset of the data pointer in NumPy's PyArrayObject (refcount, type, data)
 
 KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # void kernel(args)
