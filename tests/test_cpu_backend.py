@@ -10,8 +10,10 @@ import pytest
 import tracejit as tj
 from tracejit.backends.cpu.codegen import fusible
 from tracejit.backends.cpu.emitter import PARALLEL_MIN_SIZE
+from tracejit.backends.cpu.ops import NUMBA
+from tracejit.ir.registry import REGISTRY, monoid_of
 from tracejit.passes.contract import split_skinny_matmuls
-from tracejit.passes.fusion import fuse
+from tracejit.passes.fusion import LOOP_REDUCTIONS, fuse
 
 RNG = np.random.default_rng(0)
 
@@ -141,6 +143,29 @@ def test_large_reductions_run_in_parallel_blocks():
     got = tj.jit(lambda a: (a.sum(axis=0), a.sum(), a.max(axis=0)), backend="cpu")(ints)
     for g, w in zip(got, (ints.sum(axis=0), ints.sum(), ints.max(axis=0)), strict=True):
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("op", sorted(LOOP_REDUCTIONS))
+def test_numba_language_starts_and_folds_every_loop_reduction_as_its_monoid(op):
+    """The kernels' identity literal and fold, evaluated as Python (the semantics Numba
+    compiles), give the registry monoid's identity and its combining ufunc's result."""
+    monoid = monoid_of(op)
+    ufunc = REGISTRY[monoid.combine].ufunc
+    for dt in map(np.dtype, (np.bool_, np.int32, np.int64, np.float32, np.float64)):
+        if op in ("any", "all") and dt.kind != "b":
+            continue  # their output is bool
+        scope = {"np": np}
+        assert eval(NUMBA.identity(op, dt), scope) == monoid.identity(dt)
+        values = [dt.type(v) for v in (0, 1, 3, -2)] if dt.kind != "b" else [dt.type(0), dt.type(1)]
+        if dt.kind == "f":
+            values.append(dt.type(np.nan))
+        fold = f"{NUMBA.dtype_name(dt)}({NUMBA.combine(op, 'a', 'b', dt)})"
+        for a in values:
+            for b in values:
+                got = eval(fold, {**scope, "a": a, "b": b})
+                want = ufunc(a, b).astype(dt)
+                assert type(got) is dt.type and np.array_equal(got, want, equal_nan=True), \
+                    (op, dt, a, b, got, want)
 
 
 def test_skinny_matmuls_become_sums_inside_loop_kernels():

@@ -16,40 +16,38 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from ...ir import Graph, Node, Value
 from ...ir.registry import REGISTRY, loop_dtypes
 from ...passes.contract import SMALL_K, split_skinny_matmuls
-from ...passes.fusion import LOOP_REDUCTIONS, Kernel, fuse
+from ...passes.fusion import Kernel, fuse
 from ...profiler import StepInfo
-from . import ops
-from .emitter import LoopEmitter, Module, typename
-
-
-def _numba_dtype(dtype: np.dtype) -> bool:
-    return dtype.kind in "biu" or dtype in (np.float32, np.float64)  # no float16, no complex
-
+from .emitter import LoopEmitter, Module
+from .ops import NUMBA
 
 
 def fusible(node: Node) -> bool:
-    if not all(_numba_dtype(v.type.dtype) for v in (*node.inputs, node.out)):
+    """Whether the CPU backend computes ``node`` in a loop kernel; otherwise it runs as a
+    NumPy library step. Reductions fuse when the Numba language computes their monoid's
+    combining op (the registry's ``OpDef.monoid``), elementwise ops when it has a template
+    for their loop dtypes."""
+    if not all(NUMBA.supports(v.type.dtype) for v in (*node.inputs, node.out)):
         return False
-    if node.out.type.ndim == 0 and node.op not in LOOP_REDUCTIONS:
+    monoid = REGISTRY[node.op].monoid
+    if node.out.type.ndim == 0 and monoid is None:
         return False  # scalar arithmetic: NumPy takes a microsecond, a compile 0.2 s
     if node.op == "matmul":
         a, b = (v.type for v in node.inputs)
         return (a.ndim == b.ndim == 2 and a.shape[1] <= SMALL_K and node.out.type.dtype.kind == "f"
                 and a.dtype == b.dtype == node.out.type.dtype)
-    if node.op in LOOP_REDUCTIONS:
-        return node.out.type.dtype.kind in "biuf"
+    if monoid is not None:  # the input is cast to the output dtype per element
+        out = node.out.type.dtype
+        return NUMBA.template(monoid.combine, (out, out)) is not None
     if node.op == "convert":
-        src, dst = node.inputs[0].type.dtype, node.out.type.dtype
         # float -> int is undefined for NaN/inf in LLVM (NumPy gives INT_MIN): leave to NumPy
-        return not (src.kind == "f" and dst.kind in "iu") and "c" not in src.kind + dst.kind
+        return not (node.inputs[0].type.dtype.kind == "f" and node.out.type.dtype.kind in "iu")
     dts = loop_dtypes(node)
-    return (dts is not None and all(_numba_dtype(d) for d in dts)
-            and ops.template(node.op, dts[:-1]) is not None)
+    return (dts is not None and all(NUMBA.supports(d) for d in dts)
+            and NUMBA.template(node.op, dts[:-1]) is not None)
 
 
 @dataclass
@@ -86,7 +84,7 @@ def generate(graph: Graph, profile: bool = False) -> Generated:
     for v in graph.inputs:  # the kernels read C-contiguous arrays of the signature's dtype
         if v in loop_inputs:
             name = mod.names[v]
-            body.append(f"{name} = np.ascontiguousarray({name}, {typename(v.type.dtype)})")
+            body.append(f"{name} = np.ascontiguousarray({name}, {NUMBA.dtype_name(v.type.dtype)})")
     for k, kern in enumerate(kernels):
         where = kern.nodes[0].loc.short if kern.nodes[0].loc else "?"
         start = len(body)
@@ -131,5 +129,5 @@ def _emit_library(mod: Module, k: int, node: Node, body: list[str], where: str,
     call = f"{fn}({', '.join(mod.name(v) for v in node.inputs)})"
     out = node.out.type
     if kernel_input:  # kernels read C-contiguous arrays of exactly the IR's type
-        call = f"operand({call}, {typename(out.dtype)}, {out.shape})"
+        call = f"operand({call}, {NUMBA.dtype_name(out.dtype)}, {out.shape})"
     body.append(f"step = {k}; {mod.name(node.out)} = {call}  # {node.op}, {where}")

@@ -21,49 +21,18 @@ result, which thread 0 combines after a barrier.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
 from ...ir import Graph, Node, Value
-from ...ir.registry import loop_dtypes
 from ...passes.fusion import LOOP_REDUCTIONS, Kernel, needed, phases
-from . import ops
+from ..language import Const, Operand
+from .ops import NUMBA
 
 PARALLEL_MIN_SIZE = 1 << 17  # below this, a thread launch costs more than it saves
 PARALLEL_BLOCKS = 16  # blocks of a reduced first dimension, each with partial results
 LANE_BYTES = 64  # one AVX-512 register of partial accumulators per reduction
-
-_IDENTITY = {"sum": 0, "prod": 1, "any": False, "all": True}
-
-
-def typename(dtype: np.dtype) -> str:
-    return "np.bool_" if dtype.kind == "b" else f"np.{dtype.name}"
-
-
-def literal(value) -> str:
-    v = value.item() if isinstance(value, (np.ndarray, np.generic)) else value
-    if isinstance(v, float) and not math.isfinite(v):
-        return "np.nan" if math.isnan(v) else ("np.inf" if v > 0 else "-np.inf")
-    return repr(v)
-
-
-def _identity(node: Node):
-    dtype = node.out.type.dtype
-    if node.op in _IDENTITY:
-        return _IDENTITY[node.op]
-    big = node.op == "min"
-    if dtype.kind == "f":
-        return np.inf if big else -np.inf
-    if dtype.kind in "iu":
-        return np.iinfo(dtype).max if big else np.iinfo(dtype).min
-    return big
-
-
-def _update(node: Node, acc: str, v: str) -> str:
-    return {"sum": f"{acc} + {v}", "prod": f"{acc} * {v}", "max": ops._MAX.format(acc, v),
-            "min": ops._MIN.format(acc, v), "any": f"{acc} | ({v} != 0)",
-            "all": f"{acc} & ({v} != 0)"}[node.op]
-
 
 class Module:
     """Accumulates the generated kernels, the runner, and the objects they refer to."""
@@ -102,8 +71,10 @@ class LoopEmitter:
     The kernel's names for its arguments (``params``), the runner's expressions for them
     (``call``) and the statements reading them (``unpack``) grow together, in the order of
     the argument tuple: inputs, outputs, partial results. ``ref`` says how the kernel reads
-    each value (a loop index expression, a literal, a local variable ``v<n>``); values in
-    ``typed`` already have their IR dtype, so reading them needs no cast."""
+    each value in its own IR dtype (an array element at the loop indices, a scalar
+    parameter, a local variable ``v<n>``, or a ``Const`` the language writes as a literal);
+    ``whole`` names the matmul operands, which the kernel reads whole. Every expression,
+    literal, cast, identity and reduction fold is rendered by the Numba language."""
 
     def __init__(self, mod: Module, k: int, kern: Kernel, where: str):
         self.mod, self.k, self.kern, self.where = mod, k, kern, where
@@ -117,8 +88,8 @@ class LoopEmitter:
         self.unpack: list[str] = []
         self.pre: list[str] = []  # runner statements before the launch (allocations)
         self.post: list[str] = []  # runner statements after it (reshapes)
-        self.ref: dict = {}  # Value (or ("matmul", Value)) -> how the kernel reads it
-        self.typed: set[Value] = set()
+        self.ref: dict[Value, Operand] = {}
+        self.whole: dict[Value, str] = {}
         self.phase = phases(kern)
         self.row_level = [n for n in kern.nodes if kern.is_row_level(n)]
         self.parallel = False  # set by the loop shape: whether threads share the work
@@ -133,7 +104,7 @@ class LoopEmitter:
         if shape is None and dtype.kind == "b":  # a bool pointer loads a byte, not an i1
             self.unpack.append(f"{local} = arg(args, {n}, np.uint8)[0] != 0")
         else:
-            pointer = f"arg(args, {n}, {typename(dtype)})"
+            pointer = f"arg(args, {n}, {NUMBA.dtype_name(dtype)})"
             self.unpack.append(f"{local} = {pointer}[0]" if shape is None else
                                f"{local} = carray({pointer}, {shape})")
         self.params.append(local)
@@ -149,20 +120,18 @@ class LoopEmitter:
         for j, v in enumerate(kern.inputs):
             if v in contracted:  # matmul operands are read whole, with their own indices
                 self.param(f"m{j}", mod.name(v), v.type.dtype, v.type.shape)
-                self.ref[("matmul", v)] = f"m{j}"
+                self.whole[v] = f"m{j}"
             if v in contracted and v not in elementwise_use:
                 continue
             if v in mod.consts and v.type.ndim == 0:
-                self.ref[v] = literal(mod.consts[v])
-                continue
-            if v.type.ndim == 0:
-                T = typename(v.type.dtype)
+                self.ref[v] = Const(mod.consts[v])
+            elif v.type.ndim == 0:
+                T = NUMBA.dtype_name(v.type.dtype)
                 self.param(f"s{j}", f"np.asarray({mod.name(v)}, {T})", v.type.dtype, None)
                 self.ref[v] = f"s{j}"
             else:
                 self.param(f"x{j}", mod.name(v), v.type.dtype, v.type.shape)
                 self.ref[v] = f"x{j}[{_index(kern.axes[v])}]"
-            self.typed.add(v)
 
     def allocate_outputs(self) -> None:
         """Every node's value is the local ``v<n>``; outputs also get an array ``o<n>``:
@@ -171,13 +140,12 @@ class LoopEmitter:
         kern = self.kern
         for n, node in enumerate(kern.nodes):
             self.ref[node.out] = f"v{n}"
-            self.typed.add(node.out)
             if node.out not in kern.outputs:
                 continue
-            name, T = self.mod.name(node.out), typename(node.out.type.dtype)
+            name, T = self.mod.name(node.out), NUMBA.dtype_name(node.out.type.dtype)
             if node.op in LOOP_REDUCTIONS:
                 alloc = _keepdims_shape(node, self.shape)
-                fill = f"np.full({alloc}, {literal(_identity(node))}, {T})"
+                fill = f"np.full({alloc}, {self.identity(node)}, {T})"
                 self.pre.append(f"{name} = {fill}" if self.scatter else
                                 f"{name} = np.empty({alloc}, {T})")
             else:
@@ -187,14 +155,15 @@ class LoopEmitter:
             if alloc != node.out.type.shape:
                 self.post.append(f"{name} = {name}.reshape({node.out.type.shape})")
 
-    def partials(self, nodes: list[Node], shape_of, fill: bool) -> None:
+    def partials(self, nodes: list[Node], shape_of: Callable[[Node], tuple[int, ...]],
+                 fill: bool) -> None:
         """Per-block partial results ``p<n>`` of ``nodes``, each of ``shape_of(node)``,
         pre-filled with the identity where blocks accumulate into them."""
         for n in nodes:
-            j, T, name = self.kern.nodes.index(n), typename(n.out.type.dtype), self.mod.name(n.out)
-            pshape = shape_of(n)
+            j, name = self.kern.nodes.index(n), self.mod.name(n.out)
+            T, pshape = NUMBA.dtype_name(n.out.type.dtype), shape_of(n)
             if fill:
-                self.pre.append(f"{name}_blocks = np.full({pshape}, {literal(_identity(n))}, {T})")
+                self.pre.append(f"{name}_blocks = np.full({pshape}, {self.identity(n)}, {T})")
             else:
                 self.pre.append(f"{name}_blocks = np.empty({pshape}, {T})")
             self.param(f"p{j}", f"{name}_blocks", n.out.type.dtype, pshape)
@@ -202,33 +171,30 @@ class LoopEmitter:
     # ------------------------------------------------------------------ values
 
     def read(self, v: Value, dtype: np.dtype) -> str:
-        """``v`` as ``dtype``: cast unless it already has that dtype."""
-        if v in self.typed and v.type.dtype == dtype:
-            return self.ref[v]
-        return f"{typename(dtype)}({self.ref[v]})"
+        """``v`` as ``dtype``."""
+        return NUMBA.operand(self.ref[v], v.type.dtype, dtype)
 
     def expr(self, node: Node) -> str:
-        """The expression of elementwise ``node`` at the current element."""
+        """The expression of elementwise ``node`` at the current element, in its loop
+        dtypes (noting the ``cpu/math.py`` functions it calls, for the module to import)."""
         if node.op == "matmul":  # small K: unrolled dot product of a row and a column
-            a, b = (self.ref[("matmul", v)] for v in node.inputs)
+            a, b = (self.whole[v] for v in node.inputs)
             i, j = f"i{self.nd - 2}", f"i{self.nd - 1}"
             # from +0, as NumPy's (and BLAS's) dot does: -0.0 products sum to +0.0
-            return " + ".join([f"{typename(node.out.type.dtype)}(0)"] + [
-                f"{a}[{i}, {k}] * {b}[{k}, {j}]" for k in range(node.inputs[0].type.shape[1])])
-        dts = loop_dtypes(node)
-        args = [self.read(v, dt) for v, dt in zip(node.inputs, dts, strict=False)]
-        if node.op == "convert" and node.out.type.dtype.kind == "b":
-            return f"({self.ref[node.inputs[0]]} != 0)"
-        if node.op == "convert":
-            return args[0]
-        if node.op in ops.VECTOR_MATH and dts[0].kind == "f":
-            self.mod.math.add(ops.math_function(node.op, dts[0]))
-        text = ops.template(node.op, dts[:-1]).format(*args)
-        if node.op == "power" and dts[0].kind == "f" and node.inputs[1].type.ndim == 0:
-            # NumPy's power loop takes sqrt for a broadcast exponent of 0.5 (-0.0 -> -0.0,
-            # -inf -> nan, where pow gives +0.0 and +inf)
-            text = f"(np.sqrt({args[0]}) if {args[1]} == 0.5 else {text})"
-        return text
+            zero = NUMBA.constant(0, node.out.type.dtype)
+            return " + ".join([zero] + [f"{a}[{i}, {k}] * {b}[{k}, {j}]"
+                                        for k in range(node.inputs[0].type.shape[1])])
+        self.mod.math |= NUMBA.math_calls(node)
+        return NUMBA.expr(node, [self.ref[v] for v in node.inputs])
+
+    def identity(self, node: Node) -> str:
+        """The literal reduction ``node`` starts from."""
+        return NUMBA.identity(node.op, node.out.type.dtype)
+
+    def fold(self, node: Node, acc: str, x: str) -> str:
+        """``x`` folded into ``acc`` by reduction ``node``, in its output dtype."""
+        dtype = node.out.type.dtype
+        return f"{NUMBA.dtype_name(dtype)}({NUMBA.combine(node.op, acc, x, dtype)})"
 
     def accumulator(self, node: Node, lane: str | None) -> str:
         """Where reduction ``node`` accumulates: lane ``lane`` of its lane array, its
@@ -251,12 +217,12 @@ class LoopEmitter:
             if node.out in done or node in self.row_level or not needed(node, sinks, kern):
                 continue
             done.add(node.out)
-            T = typename(node.out.type.dtype)
             if node.op in LOOP_REDUCTIONS:
                 acc = self.accumulator(node, lane)
                 v = self.read(node.inputs[0], node.out.type.dtype)
-                lines.append(f"{acc} = {T}({_update(node, acc, v)})  # {node.op}")
+                lines.append(f"{acc} = {self.fold(node, acc, v)}  # {node.op}")
                 continue
+            T = NUMBA.dtype_name(node.out.type.dtype)
             lines.append(f"{self.ref[node.out]} = {T}({self.expr(node)})  # {node.op}")
             if node.out in kern.outputs:
                 lines.append(f"o{kern.nodes.index(node)}[{self.idx}] = {self.ref[node.out]}")
@@ -316,10 +282,10 @@ class LoopEmitter:
                f"(b + U(1)) * U({self.shape[0]}) // U({nblocks})):"]
         src += self.nest(1, "            ") + _COMBINE_HEAD
         for n in self.blocked:
-            j, T = self.kern.nodes.index(n), typename(n.out.type.dtype)
+            j = self.kern.nodes.index(n)
             src += [f"        for b in range({nblocks}):",
                     f"            for jj in np.ndindex({_keepdims_shape(n, self.shape)}):",
-                    f"                o{j}[jj] = {T}({_update(n, f'o{j}[jj]', f'p{j}[b][jj]')})"]
+                    f"                o{j}[jj] = {self.fold(n, f'o{j}[jj]', f'p{j}[b][jj]')}"]
         return src
 
     def nest(self, first: int, indent: str) -> list[str]:
@@ -379,15 +345,15 @@ class LoopEmitter:
         row_index = ", ".join("0" if d >= split else f"i{d}" for d in range(self.nd))
         for n in self.row_level:
             if self.phase[n.out] == p:
-                T = typename(n.out.type.dtype)
+                T = NUMBA.dtype_name(n.out.type.dtype)
                 src.append(f"{indent}{self.ref[n.out]} = {T}({self.expr(n)})  # {n.op}")
                 if n.out in kern.outputs:
                     src.append(f"{indent}o{kern.nodes.index(n)}[{row_index}] = {self.ref[n.out]}")
         sinks = self.sinks(p)
         reds = [n for n in sinks if n.op in LOOP_REDUCTIONS]
         for n in reds:
-            T = typename(n.out.type.dtype)
-            src.append(f"{indent}{self.ref[n.out]} = {T}({literal(_identity(n))})")
+            T = NUMBA.dtype_name(n.out.type.dtype)
+            src.append(f"{indent}{self.ref[n.out]} = {T}({self.identity(n)})")
         if not sinks:
             return src
         done_inner = done | {n.out for n in self.row_level}
@@ -417,25 +383,42 @@ class LoopEmitter:
         last = self.shape[-1]
         lo, hi = ("lo", "hi") if full else ("0", str(last))
         end = f"hi - (hi - lo) % U({lanes})" if full else str(last - last % lanes)
-        src = _lane_loops(reds, lo, end, lanes, self.nd - 1, indent, self.ref,
-                          self.compute(sinks, set(done), "lane"))
+        src = self.lane_loops(reds, lo, end, lanes, indent, self.compute(sinks, set(done), "lane"))
         if full or last % lanes:
             src.append(f"{indent}for i{self.nd - 1} in range({end}, {hi}):  # the remainder")
             src += [f"{indent}    {line}" for line in self.compute(sinks, done)]
         src.append(f"{indent}for lane in range({lanes}):  # combine the lanes")
         for n in reds:
-            T, acc = typename(n.out.type.dtype), self.ref[n.out]
-            src.append(f"{indent}    {acc} = {T}({_update(n, acc, f'{acc}_lanes[lane]')})")
+            acc = self.ref[n.out]
+            src.append(f"{indent}    {acc} = {self.fold(n, acc, f'{acc}_lanes[lane]')}")
         return src
+
+    def lane_loops(self, reds: list[Node], lo: str, end: str, lanes: int, indent: str,
+                   body: list[str]) -> list[str]:
+        """A pass over a row's elements ``lo`` to ``end`` in groups of ``lanes``, each
+        reduction of ``reds`` into ``lanes`` independent partial accumulators: a float sum
+        cannot vectorise otherwise (reassociating it needs fastmath, which the math
+        module's error-free transformations forbid)."""
+        lines = []
+        for r in reds:
+            acc, T = f"{self.ref[r.out]}_lanes", NUMBA.dtype_name(r.out.type.dtype)
+            lines += [f"{indent}{acc} = carray(stack({lanes}, {T}), ({lanes},))",
+                      f"{indent}for lane in range({lanes}):",
+                      f"{indent}    {acc}[lane] = {self.identity(r)}"]
+        lines.append(f"{indent}for c in range(U({lo}), U({end}), U({lanes})):")  # unsigned: abi
+        lines.append(f"{indent}    for lane in range(U({lanes})):")
+        lines.append(f"{indent}        i{self.nd - 1} = c + lane")
+        lines += [f"{indent}        {line}" for line in body]
+        return lines
 
     def combine_full(self, nblocks: int) -> list[str]:
         """Thread 0 reduces the blocks' partial results of a *full* kernel, in order."""
         src = list(_COMBINE_HEAD)
         for n in self.kern.reductions:
-            j, T = self.kern.nodes.index(n), typename(n.out.type.dtype)
-            src += [f"        r{j} = {T}({literal(_identity(n))})",
+            j, T = self.kern.nodes.index(n), NUMBA.dtype_name(n.out.type.dtype)
+            src += [f"        r{j} = {T}({self.identity(n)})",
                     f"        for b in range({nblocks}):",
-                    f"            r{j} = {T}({_update(n, f'r{j}', f'p{j}[b]')})",
+                    f"            r{j} = {self.fold(n, f'r{j}', f'p{j}[b]')}",
                     f"        o{j}[{_red_index(n, self.nd)}] = r{j}"]
         return src
 
@@ -454,27 +437,10 @@ def _keepdims_shape(node: Node, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(1 if d in axes else s for d, s in enumerate(shape))
 
 
-def _index(axes) -> str:
+def _index(axes: tuple[int | None, ...]) -> str:
     """Index an input held at ``axes`` of the loop (the fusion pass's ``Kernel.axes``):
     each dimension by its loop variable, a size-1 dimension at 0."""
     return ", ".join("0" if a is None else f"i{a}" for a in axes)
-
-
-def _lane_loops(reds, lo, end, lanes, d, indent, ref, body) -> list[str]:
-    """A reduction over a row as ``lanes`` independent partial accumulators: a float sum
-    cannot vectorise otherwise (reassociating it needs fastmath, which the math module's
-    error-free transformations forbid)."""
-    lines = []
-    for r in reds:
-        acc, T = f"{ref[r.out]}_lanes", typename(r.out.type.dtype)
-        lines += [f"{indent}{acc} = carray(stack({lanes}, {T}), ({lanes},))",
-                  f"{indent}for lane in range({lanes}):",
-                  f"{indent}    {acc}[lane] = {literal(_identity(r))}"]
-    lines.append(f"{indent}for c in range(U({lo}), U({end}), U({lanes})):")  # unsigned: see abi
-    lines.append(f"{indent}    for lane in range(U({lanes})):")
-    lines.append(f"{indent}        i{d} = c + lane")
-    lines += [f"{indent}        {line}" for line in body]
-    return lines
 
 
 def _red_index(node: Node, nd: int) -> str:

@@ -1,16 +1,23 @@
-"""The CPU backend's op table: each loop-fusible op as a scalar Numba expression template.
+"""The Numba language: each loop-fusible op as a scalar Numba (Python syntax) expression
+template, and the Python renderings of literals and casts (``backends/language.py`` holds
+the shared walk; the CPU emitter renders every expression, literal, cast, identity and
+reduction fold through ``NUMBA``).
 
 ``{0}``, ``{1}``, ... are the operands, already cast to the op's loop dtypes (NumPy's
-``ufunc.resolve_dtypes``); the emitter casts the result to the IR dtype. An op/dtype
-combination absent here (returns None) is not fused: it runs as a NumPy library step, so
-this table only claims what it computes as NumPy does.
+``ufunc.resolve_dtypes``); the emitter casts the result to the IR dtype by wrapping it in
+the dtype's constructor (``np.float32(...)``). An op/dtype combination absent here
+(``NUMBA.template`` returns None) is not fused: it runs as a NumPy library step, so these
+tables only claim what they compute as NumPy does.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-FLOAT = "fc"
+from ...ir.registry import monoid_of
+from ..language import Const, Language, Operand
 
 # NaN-propagating maximum/minimum as NumPy computes them (measured, signed zeros included):
 # a tie returns the second operand. fmax/fmin ignore a NaN operand, and on a tie return the
@@ -22,7 +29,10 @@ _FMAX = f"({{1}} if {{0}} != {{0}} else ({{0}} if ({{0}} > {{1}} or {{1}} != {{1
     f"({{1}} if {{0}} < {{1}} else {_TIE})))"
 _FMIN = f"({{1}} if {{0}} != {{0}} else ({{0}} if ({{0}} < {{1}} or {{1}} != {{1}}) else " \
     f"({{1}} if {{0}} > {{1}} else {_TIE})))"
+_CLIP = _MIN.format(_MAX, "{2}")
 
+# Python's operators compute the same for every Numba dtype (bool arithmetic included: the
+# emitter's cast turns True + True back into True, as NumPy's bool add does).
 _ANY = {
     "add": "({0} + {1})", "subtract": "({0} - {1})", "multiply": "({0} * {1})",
     "negative": "(-{0})", "positive": "(+{0})", "absolute": "abs({0})",
@@ -37,6 +47,7 @@ _INT = {
     "floor_divide": "({0} // {1})", "remainder": "({0} % {1})",
     "bitwise_and": "({0} & {1})", "bitwise_or": "({0} | {1})", "bitwise_xor": "({0} ^ {1})",
     "invert": "(~{0})", "isnan": "False", "isinf": "False", "isfinite": "True",
+    "clip": _CLIP,
 }
 _BOOL = {"bitwise_and": "({0} & {1})", "bitwise_or": "({0} | {1})",
          "bitwise_xor": "({0} ^ {1})", "invert": "(not {0})"}
@@ -45,7 +56,7 @@ _FLOAT = {
     "power": "({0} ** {1})", "reciprocal": "(1 / {0})",
     "sign": "(1 if {0} > 0 else (-1 if {0} < 0 else (0 if {0} == 0 else {0})))",
     "isnan": "({0} != {0})", "isinf": "(abs({0}) == np.inf)",
-    "isfinite": "(abs({0}) < np.inf)", "clip": f"{_MIN.format(_MAX, '{2}')}",
+    "isfinite": "(abs({0}) < np.inf)", "clip": _CLIP,
     "arctan2": "np.arctan2({0}, {1})", "hypot": "np.hypot({0}, {1})",
     "logaddexp": "np.logaddexp({0}, {1})",
 }
@@ -53,33 +64,71 @@ for _name in ("sqrt cbrt sin cos tan arcsin arccos arcsinh arccosh arctanh "
               "floor ceil trunc rint").split():
     _FLOAT[_name] = f"np.{_name}({{0}})"
 
-# Ops computed by the vectorisable functions of backends/cpu/math.py (``exp_f32`` ...):
-# Numba's own np.exp & co. call scalar libm and stop the loop from vectorising. Trig stays
-# on libm: the fast versions are exact only for |x| < ~1.6e6.
-VECTOR_MATH = {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh", "power",
-               "sinh", "cosh", "arctan"}
+# Float ops computed by the vectorisable functions of backends/cpu/math.py (``exp_f32``
+# ...), op -> the function's name without its dtype suffix: Numba's own np.exp & co. call
+# scalar libm and stop the loop from vectorising. Trig stays on libm: the fast versions
+# are exact only for |x| < ~1.6e6.
+MATH = {op: op for op in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh",
+                          "sinh", "cosh", "arctan")}
+MATH["power"] = "pow"
+
+# A reduction's fold (keyed by its monoid's combining op) where it is simpler than the
+# combining op's template: the emitter wraps the fold in the output dtype's constructor,
+# so + and * need no parentheses, and the accumulator of any/all is already a bool.
+_FOLD = {"add": "{0} + {1}", "multiply": "{0} * {1}",
+         "logical_or": "{0} | ({1} != 0)", "logical_and": "{0} & ({1} != 0)"}
 
 
-def math_function(op: str, dtype: np.dtype) -> str:
-    return f"{'pow' if op == 'power' else op}_{'f32' if dtype == np.float32 else 'f64'}"
+class NumbaLanguage(Language):
+    """Numba's Python: NumPy scalar constructors as casts, ``np.inf``/``np.nan``, the
+    vectorisable math of ``cpu/math.py``."""
+
+    ANY = _ANY
+    BOOL = _BOOL
+    INT = _INT
+    FLOAT = _FLOAT
+    MATH = MATH
+
+    def supports(self, dtype: np.dtype) -> bool:
+        """bool, integers, float32 and float64: no float16, no complex."""
+        dtype = np.dtype(dtype)
+        return dtype.kind in "biu" or dtype in (np.float32, np.float64)
+
+    def dtype_name(self, dtype: np.dtype) -> str:
+        return "np.bool_" if dtype.kind == "b" else f"np.{dtype.name}"
+
+    def math_function(self, op: str, dtype: np.dtype) -> str:
+        """``exp_f32`` for float32, ``exp_f64`` for float64 (see ``cpu/math.py``)."""
+        return f"{MATH[op]}_{'f32' if dtype == np.float32 else 'f64'}"
+
+    def literal(self, value: object, dtype: np.dtype) -> str:
+        """``value`` as Python source. Its dtype comes from where it is used (a scalar
+        constructor, an array element, ``np.full``), so ``dtype`` does not change it."""
+        v = value.item() if isinstance(value, (np.ndarray, np.generic)) else value
+        if isinstance(v, float) and not math.isfinite(v):
+            return "np.nan" if math.isnan(v) else ("np.inf" if v > 0 else "-np.inf")
+        return repr(v)
+
+    def cast(self, expr: str, src: np.dtype, dst: np.dtype) -> str:
+        """The dtype's constructor around ``expr``. Float to int would be LLVM's undefined
+        ``fptosi`` for NaN and infinities: ``fusible`` leaves that convert to NumPy."""
+        return expr if src == dst else f"{self.dtype_name(dst)}({expr})"
+
+    def constant(self, value: object, dtype: np.dtype) -> str:
+        """A scalar constant, always through the constructor: a Python literal alone
+        would compute in Python's int or float."""
+        return f"{self.dtype_name(dtype)}({self.literal(value, dtype)})"
+
+    def convert(self, ref: Operand, src: np.dtype, dst: np.dtype) -> str:
+        """``astype``: the emitter's cast to the output dtype converts, except to bool,
+        where nonzero (NaN included) is True."""
+        if dst.kind == "b":
+            return f"({self.literal(ref.value, src) if isinstance(ref, Const) else ref} != 0)"
+        return self.operand(ref, src, src)
+
+    def combine(self, op: str, acc: str, x: str, dtype: np.dtype) -> str:
+        fold = _FOLD.get(monoid_of(op).combine)
+        return super().combine(op, acc, x, dtype) if fold is None else fold.format(acc, x)
 
 
-def template(op: str, loop_dtypes: tuple[np.dtype, ...]) -> str | None:
-    """The expression for ``op`` computed in ``loop_dtypes``, or None when not supported."""
-    kinds = {d.kind for d in loop_dtypes}
-    if "c" in kinds:
-        return None  # complex arithmetic stays with NumPy
-    if op in _ANY:
-        return _ANY[op]
-    if op == "clip" and kinds <= set("iu"):
-        return _MIN.format(_MAX, "{2}")
-    if kinds == {"b"}:
-        return _BOOL.get(op)
-    if kinds <= set("iu"):
-        return _INT.get(op)
-    if kinds <= set("f"):
-        if op in VECTOR_MATH:
-            args = ", ".join(f"{{{i}}}" for i in range(len(loop_dtypes)))
-            return f"{math_function(op, loop_dtypes[0])}({args})"
-        return _FLOAT.get(op)
-    return None
+NUMBA = NumbaLanguage()
