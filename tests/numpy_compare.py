@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
-# Float ops a compiled backend computes with its own, not correctly rounded, routines (sqrt is
-# correctly rounded everywhere: exact), and their bound: the checking mode's, one definition.
 from tracejit import check
-from tracejit.check import TRANSCENDENTAL as TRANSCENDENTAL
-from tracejit.check import ULP_BOUND
+from tracejit.ir.registry import REGISTRY, ULP_BOUND, Exactness
 
+# Float ops a compiled backend computes with its own, not correctly rounded, routines (sqrt is
+# correctly rounded everywhere: exact), within ULP_BOUND: their definitions say so.
+TRANSCENDENTAL = frozenset(n for n, d in REGISTRY.items() if d.exactness is Exactness.ULP)
 RTOL = {np.dtype(f"float{8 * size}"): rtol for size, rtol in check.RTOL.items()}
 
 
