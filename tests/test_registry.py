@@ -16,8 +16,9 @@ import pytest
 from numpy_compare import ULP, assert_same, builtin_error, exact
 
 import tracejit as tj
+from tracejit.ad.rules import NON_DIFFERENTIABLE, VJP, ZERO_GRADIENT
 from tracejit.ir import REGISTRY, Kind
-from tracejit.ir.registry import Exactness
+from tracejit.ir.registry import Exactness, Grad
 
 DTYPES = [np.bool_, np.int32, np.int64, np.float32, np.float64]
 FLOATS = np.array([0.0, -0.0, 0.5, -1.5, 2.0, 3.7, np.nan, np.inf, -np.inf, 1e30, -7.25, 0.99])
@@ -131,3 +132,30 @@ def test_every_op_has_rule_impl_and_doc():
     for name, d in REGISTRY.items():
         assert callable(d.rule) and callable(d.impl) and d.doc, name
         assert isinstance(d.kind, Kind)
+
+
+def test_grad_facts_agree_with_the_vjp_rules():
+    """``OpDef.grad`` states what ``ad/rules.py`` implements: a VJP rule, a zero gradient,
+    or no cotangent (and ops the placement pass inserts after differentiation)."""
+    def having(grad: Grad) -> set[str]:
+        return {n for n, d in REGISTRY.items() if d.grad is grad}
+
+    assert having(Grad.RULE) == set(VJP)
+    assert having(Grad.ZERO) == ZERO_GRADIENT
+    assert having(Grad.NONE) == NON_DIFFERENTIABLE | PLACED_OPS
+
+
+@pytest.mark.parametrize("name", sorted(n for n, d in REGISTRY.items() if d.monoid))
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_monoid_is_the_reduction(name, dtype):
+    """Folding the elements, cast to the output dtype, into the monoid's identity with its
+    combining op is NumPy's reduction: what a loop kernel computes is the op."""
+    op = REGISTRY[name]
+    x = sample(dtype, (3, 4))
+    attrs = {"axis": (1,), "keepdims": False} | ({"dtype": None} if name in ("sum", "prod")
+                                                  else {})
+    want = op.impl(x, **attrs)
+    out = np.dtype(want.dtype)
+    combine = REGISTRY[op.monoid.combine].ufunc
+    got = combine.reduce(x.astype(out), axis=1, initial=op.monoid.identity(out)).astype(out)
+    assert_same(got, want)
