@@ -71,6 +71,7 @@ BINARY = {
     "multiply": (np.multiply, ANY, ANY), "true_divide": (np.divide, ANY, NONZERO),
     "power": (np.power, POS, ANY), "arctan2": (np.arctan2, NONZERO, NONZERO),
     "hypot": (np.hypot, NONZERO, NONZERO), "logaddexp": (np.logaddexp, ANY, ANY),
+    "logaddexp2": (np.logaddexp2, ANY, ANY),
 }
 KINKED = {  # piecewise: away from ties and jumps
     "maximum": (np.maximum, _far), "minimum": (np.minimum, _far),

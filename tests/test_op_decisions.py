@@ -60,7 +60,7 @@ DECISIONS: dict[str, Row] = {
     "sign": Row({"?": NO, "il": L, "fd": K}, {"?": NO, "ilfd": K}, why=NO_INT_CPU),
     **{op: Row({"?": L, "ilfd": K}, {"?": H, "ilfd": K}, why=F16) for op in (
         "exp exp2 expm1 log log2 log10 log1p sqrt cbrt sin cos tan arcsin arccos arctan "
-        "sinh cosh tanh arcsinh arccosh arctanh rint arctan2 hypot logaddexp").split()},
+        "sinh cosh tanh arcsinh arccosh arctanh rint arctan2 hypot logaddexp logaddexp2").split()},
     "square": Row(K, {"?": H, "ilfd": K}, why=CUDA_INT8),
     "reciprocal": Row({"?il": L, "fd": K}, {"?il": H, "fd": K},
                       why="integer reciprocal (1 // x with NumPy's division by zero) has no "

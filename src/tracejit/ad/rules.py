@@ -134,6 +134,11 @@ def _logaddexp_rule(g, ans, x, y):
             _mul(g, bind("exp", bind("subtract", y, ans))))
 
 
+def _logaddexp2_rule(g, ans, x, y):
+    return (_mul(g, bind("exp2", bind("subtract", x, ans))),
+            _mul(g, bind("exp2", bind("subtract", y, ans))))
+
+
 def _share(g, picked, tie):
     """``g`` where ``picked`` holds, half of it on a ``tie``, else 0."""
     return _where(tie, _mul(g, 0.5), _where(picked, g, 0.0))
@@ -328,6 +333,7 @@ VJP = {
     "arctan2": _arctan2_rule,
     "hypot": _hypot_rule,
     "logaddexp": _logaddexp_rule,
+    "logaddexp2": _logaddexp2_rule,
     "maximum": _maximum_rule,
     "minimum": _minimum_rule,
     "fmax": _extremum_rule("greater", nan_wins=False),

@@ -87,7 +87,7 @@ UNARY = (
 ).split()
 BINARY = (
     "add subtract multiply true_divide floor_divide remainder power arctan2 maximum minimum "
-    "fmax fmin hypot logaddexp equal not_equal less less_equal greater greater_equal "
+    "fmax fmin hypot logaddexp logaddexp2 equal not_equal less less_equal greater greater_equal "
     "logical_and logical_or logical_xor bitwise_and bitwise_or bitwise_xor left_shift "
     "right_shift"
 ).split()
@@ -96,7 +96,7 @@ BINARY = (
 # (sqrt is correctly rounded everywhere: exact).
 TRANSCENDENTAL = frozenset(
     "exp exp2 expm1 log log2 log10 log1p cbrt sin cos tan arcsin arccos arctan sinh cosh tanh "
-    "arcsinh arccosh arctanh power arctan2 hypot logaddexp".split()
+    "arcsinh arccosh arctanh power arctan2 hypot logaddexp logaddexp2".split()
 )
 # Bool or integer results: no cotangent.
 _NO_GRAD = frozenset(

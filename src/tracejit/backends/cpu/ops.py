@@ -58,7 +58,7 @@ _FLOAT = {
     "isnan": "({0} != {0})", "isinf": "(abs({0}) == np.inf)",
     "isfinite": "(abs({0}) < np.inf)", "clip": _CLIP,
     "arctan2": "np.arctan2({0}, {1})", "hypot": "np.hypot({0}, {1})",
-    "logaddexp": "np.logaddexp({0}, {1})",
+    "logaddexp": "np.logaddexp({0}, {1})", "logaddexp2": "np.logaddexp2({0}, {1})",
 }
 for _name in ("sqrt cbrt sin cos tan arcsin arccos arcsinh arccosh arctanh "
               "floor ceil trunc rint").split():

@@ -125,6 +125,14 @@ template <typename T> __device__ __forceinline__ T tj_logaddexp(T x, T y) {
   if (d <= (T)0) return y + log1p(exp(d));
   return d;  // NaN
 }
+// np.logaddexp2 as npy_logaddexp2: the same in base 2 (log2(1 + u) as log1p(u) / ln 2).
+template <typename T> __device__ __forceinline__ T tj_logaddexp2(T x, T y) {
+  if (x == y) return x + (T)1;
+  T d = x - y;
+  if (d > (T)0) return x + (T)1.442695040888963407 * log1p(exp2(-d));
+  if (d <= (T)0) return y + (T)1.442695040888963407 * log1p(exp2(d));
+  return d;  // NaN
+}
 
 // Warp shuffles (bool travels as int).
 template <typename T> __device__ __forceinline__ T tj_shfl_down(T v, int offset) {
@@ -183,7 +191,7 @@ _FLOAT = {
     "floor_divide": "tj_floor_divide({0}, {1})", "remainder": "tj_remainder({0}, {1})",
     "maximum": "tj_maximum({0}, {1})", "minimum": "tj_minimum({0}, {1})",
     "fmax": "tj_fmax({0}, {1})", "fmin": "tj_fmin({0}, {1})",
-    "logaddexp": "tj_logaddexp({0}, {1})",
+    "logaddexp": "tj_logaddexp({0}, {1})", "logaddexp2": "tj_logaddexp2({0}, {1})",
     "isnan": "isnan({0})", "isinf": "isinf({0})", "isfinite": "isfinite({0})",
 }
 # NumPy name -> CUDA math library name (the float32 version adds an "f").
