@@ -13,8 +13,9 @@ import math
 import numpy as np
 
 from ..errors import AxisError, DTypeError, IndexOutOfBounds, ShapeError
+from ..targets import to_device
 from .registry import Exactness, Grad, Kind, Monoid, register
-from .types import TensorType, short_dtype
+from .types import TensorType, short_dtype, type_of_constant
 
 # ---------------------------------------------------------------- shared rule pieces
 
@@ -412,8 +413,6 @@ register("scatter_add", Kind.INDEXING, _scatter_add_rule, _scatter_add,
 
 
 def _constant_rule(*, value) -> TensorType:
-    from .types import type_of_constant
-
     return type_of_constant(value)
 
 
@@ -432,8 +431,6 @@ register("full", Kind.CREATION, _full_rule,
 
 
 def _transfer(x, *, source, device):
-    from ..targets import to_device
-
     return to_device(x, device)
 
 
