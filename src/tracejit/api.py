@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import os
 import threading
 import time
@@ -194,12 +195,10 @@ class JitFunction:
         # only, which __call__ looks up without building the general key
         self._fast: dict[tuple, _Entry] = {}
         self._lock = threading.RLock()
-        # Cached calls count hits without the lock: a lock would cost more than the count
-        # is worth on the fastest path, and ``+= 1`` from racing threads can at worst lose
-        # an increment (it is not atomic, with or without the GIL). Misses are counted
-        # under the lock, where compiling happens. (itertools.count's atomic next() is no
-        # way out: reading its value needed __reduce__, which Python 3.14 removed.)
-        self._hits = 0
+        # Cached calls count hits with itertools.count: next() is one C call (cheaper on
+        # the fastest path than ``self._hits += 1``, measured) and atomic under the GIL; its
+        # value is read from its repr, "count(N)" (its __reduce__ went in Python 3.14).
+        self._hits = itertools.count()
         self._misses = 0
 
     # ------------------------------------------------------------ calling
@@ -213,7 +212,7 @@ class JitFunction:
             else:
                 entry = self._fast.get(tuple(key))
                 if entry is not None:
-                    self._hits += 1
+                    next(self._hits)
                     return entry.finish(entry.run(*args))
         return self._call(args, kwargs, False)
 
@@ -299,7 +298,7 @@ class JitFunction:
         if entry is None:
             entry, outs = self._compile(sig, leaves)
         else:
-            self._hits += 1
+            next(self._hits)
             outs = entry.run(*leaves) if not _PROFILES else _profiled_call(entry, leaves)
         if arrays_only and device is None:  # __call__ finds it without building a signature
             self._fast[tuple((a.shape, a.dtype) for a in args)] = entry
@@ -314,7 +313,7 @@ class JitFunction:
                 entry, times = self._build(sig, leaves)
                 self._cache[sig] = entry
             else:
-                self._hits += 1
+                next(self._hits)
                 times = None
         if times is None:
             return entry, entry.run(*leaves) if not _PROFILES else _profiled_call(entry, leaves)
@@ -414,13 +413,13 @@ class JitFunction:
         return self._build(sig, leaves)[0].lowered
 
     def cache_info(self) -> CacheInfo:
-        return CacheInfo(self._hits, self._misses, len(self._cache))
+        return CacheInfo(int(repr(self._hits)[6:-1]), self._misses, len(self._cache))
 
     def clear_cache(self) -> None:
         with self._lock:
             self._cache.clear()
             self._fast.clear()
-            self._hits = 0
+            self._hits = itertools.count()
             self._misses = 0
 
     def __repr__(self) -> str:
