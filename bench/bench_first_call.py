@@ -1,0 +1,170 @@
+"""What a new user waits for: first calls in fresh processes with an empty disk cache.
+
+    python bench/bench_first_call.py            # print the table
+    python bench/bench_first_call.py --write    # also replace its section of RESULTS.md
+
+Issue 13's workloads, each timed in a process of its own (imports excluded, an empty
+``TRACEJIT_CACHE_DIR``), tracejit against JAX measured in the same run:
+
+- the two-moons gradient step (``examples/two_moons.py``: 5000 x 2 -> 1000 tanh -> 2,
+  float32): its first call, then in the same process a first call with 4000 rows;
+- ``tanh(x*y+.5)*exp(-x*x)+sqrt(abs(y))`` on 1M float32: its first call.
+
+tracejit's rows also show where the first call went (the compile log's trace, passes,
+codegen and first-run phases, and the kernels compiled). Each figure is the median of
+``--repeat`` fresh processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+from bench_cpu import machine_line, write_section
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXAMPLES = os.path.join(HERE, "..", "examples")
+
+# Issue 13's targets, in seconds (None: no target for that mode)
+TARGETS = {"step": 1.5, "step, 4000 rows": 0.2, "chain": 0.1}
+
+_TRACEJIT = textwrap.dedent("""
+    import json, logging, sys, time
+    import numpy as np
+    sys.path.insert(0, {examples!r})
+    import tracejit as tj
+    import two_moons as tm
+    from tracejit.datasets import make_moons
+
+    phases = []
+    class Log(logging.Handler):
+        def emit(self, record):
+            phases.append(record.getMessage())
+    logging.getLogger("tracejit").addHandler(Log())
+    logging.getLogger("tracejit").setLevel(logging.INFO)
+
+    def timed(fn, *args):
+        t0 = time.perf_counter(); fn(*args); return time.perf_counter() - t0
+
+    out = {{}}
+    if {workload!r} == "step":
+        X, y = make_moons(5000, 0.2, np.random.default_rng(0))
+        Y = np.eye(2, dtype=np.float32)[y]
+        p = tm.init_params()
+        out["step"] = timed(tm.train_step, p, X, Y)
+        out["step, 4000 rows"] = timed(tm.train_step, p, X[:4000], Y[:4000])
+    else:
+        rng = np.random.default_rng(0)
+        x, y = (rng.random(1 << 20, dtype=np.float32) for _ in range(2))
+        chain = tj.jit(lambda x, y: np.tanh(x * y + .5) * np.exp(-x * x) + np.sqrt(np.abs(y)))
+        out["chain"] = timed(chain, x, y)
+    out["log"] = phases
+    print(json.dumps(out))
+""")
+
+_JAX = textwrap.dedent("""
+    import json, sys, time
+    import numpy as np
+    sys.path[:0] = [{examples!r}, {bench!r}]
+    import jax
+    import jax_two_moons
+    import two_moons as tm
+    from tracejit.datasets import make_moons
+
+    def timed(fn, *args):
+        t0 = time.perf_counter(); jax.block_until_ready(fn(*args))
+        return time.perf_counter() - t0
+
+    out = {{}}
+    if {workload!r} == "step":
+        step, _ = jax_two_moons.jax_step(jax)
+        X, y = make_moons(5000, 0.2, np.random.default_rng(0))
+        Y = np.eye(2, dtype=np.float32)[y]
+        p = tm.init_params()
+        out["step"] = timed(step, p, X, Y)
+        out["step, 4000 rows"] = timed(step, p, X[:4000], Y[:4000])
+    else:
+        jnp = jax.numpy
+        rng = np.random.default_rng(0)
+        x, y = (rng.random(1 << 20, dtype=np.float32) for _ in range(2))
+        chain = jax.jit(lambda x, y: jnp.tanh(x * y + .5) * jnp.exp(-x * x)
+                        + jnp.sqrt(jnp.abs(y)))
+        out["chain"] = timed(chain, x, y)
+    print(json.dumps(out))
+""")
+
+
+def fresh(template: str, workload: str) -> dict:
+    """One fresh process with an empty disk cache; its JSON report."""
+    code = template.format(examples=EXAMPLES, bench=HERE, workload=workload)
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "TRACEJIT_CACHE_DIR": cache, "PYTHONPATH": os.pathsep.join(
+            [EXAMPLES, os.environ.get("PYTHONPATH", "")])}
+        done = subprocess.run([sys.executable, "-c", code], env=env, text=True,
+                              capture_output=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def jax_installed() -> bool:
+    return subprocess.run([sys.executable, "-c", "import jax"], capture_output=True).returncode == 0
+
+
+def measure(repeat: int) -> tuple[dict, dict, dict]:
+    """Medians over ``repeat`` processes: tracejit's times, JAX's, tracejit's compile logs
+    (of the last process)."""
+    ours: dict[str, list[float]] = {}
+    theirs: dict[str, list[float]] = {}
+    logs: dict[str, list[str]] = {}
+    with_jax = jax_installed()
+    for _ in range(repeat):
+        for workload in ("step", "chain"):
+            report = fresh(_TRACEJIT, workload)
+            logs[workload] = report.pop("log")
+            for k, v in report.items():
+                ours.setdefault(k, []).append(v)
+            if with_jax:
+                for k, v in fresh(_JAX, workload).items():
+                    theirs.setdefault(k, []).append(v)
+    med = {k: statistics.median(v) for k, v in ours.items()}
+    return med, {k: statistics.median(v) for k, v in theirs.items()}, logs
+
+
+def report(ours: dict, theirs: dict, logs: dict, repeat: int) -> str:
+    lines = [f"Median of {repeat} fresh processes each, empty disk cache, imports excluded.", "",
+             "| first call | tracejit | JAX | tracejit / JAX | target (sync) | met |",
+             "|---|---|---|---|---|---|"]
+    for k, t in ours.items():
+        j = theirs.get(k)
+        ratio = f"{t / j:.1f}x" if j else ""
+        target = TARGETS.get(k)
+        met = "" if target is None else ("yes" if t <= target else "no")
+        lines.append(f"| {k} | {t:.3f} s | {f'{j:.3f} s' if j else 'not installed'} | "
+                     f"{ratio} | {f'<= {target} s' if target else ''} | {met} |")
+    lines += ["", "tracejit's compile log in the last run (what the first calls spent):", "",
+              "```"]
+    for workload in ("step", "chain"):
+        lines += logs.get(workload, [])
+    lines.append("```")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--write", action="store_true", help="update bench/RESULTS.md")
+    parser.add_argument("--repeat", type=int, default=3, help="fresh processes per figure")
+    args = parser.parse_args()
+    ours, theirs, logs = measure(args.repeat)
+    text = machine_line() + "\n\n" + report(ours, theirs, logs, args.repeat)
+    print(text)
+    if args.write:
+        write_section("bench-first-call", "First calls in fresh processes (CPU)", text)
+
+
+if __name__ == "__main__":
+    main()
