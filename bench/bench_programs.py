@@ -1,0 +1,88 @@
+"""Whole NumPy programs under ``jit`` against plain NumPy: is tracejit ever slower?
+
+    python bench/bench_programs.py            # print the table
+    python bench/bench_programs.py --write    # also replace its section of RESULTS.md
+
+Issue 13 asks that no program run slower under ``jit`` than in NumPy once compiled. These
+are the shapes of program where it did: matrix-vector chains on a large argument (BLAS
+``gemv`` territory) and a long Python loop of scalar steps unrolled while tracing, plus two
+programs where fusion should win. Each is the cached call, best of 7 repeats, checked
+against NumPy's result first. The ratio is NumPy's time over tracejit's: below 1.00x means
+tracejit is slower.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+from bench_cpu import machine_line, timeit, write_section
+
+import tracejit as tj
+
+RNG = np.random.default_rng(0)
+A = RNG.random((4000, 5000))
+X5000 = RNG.random(5000)
+SQUARE = RNG.random((2000, 2000))
+CHAIN = RNG.random(1 << 22, dtype=np.float32)
+
+
+def matvec_chain(A, x):
+    return (A @ x) @ A
+
+
+def normal_matvec(A, x):
+    return A.T @ (A @ x)
+
+
+def scalar_loop(a):
+    """Theano's scan example, as users write it in NumPy: 2000 scalar steps."""
+    trace = 0.0
+    for i in range(a.shape[0]):
+        trace += np.tanh(a[i, i])
+    return trace
+
+
+def gaussian_rows(x):
+    x = x.reshape(-1, 1024)
+    return np.exp(-(x - x.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+
+
+def residual(A, x):
+    r = A @ x - 1.0
+    return np.sqrt(np.sum(r * r))
+
+
+PROGRAMS = [
+    ("(A @ x) @ A, A 4000x5000 float64", matvec_chain, (A, X5000)),
+    ("A.T @ (A @ x), A 4000x5000 float64", normal_matvec, (A, X5000)),
+    ("norm(A @ x - 1), A 4000x5000 float64", residual, (A, X5000)),
+    ("2000-step scalar loop, tanh of a 2000x2000 diagonal", scalar_loop, (SQUARE,)),
+    ("row-wise Gaussian sum, 4M float32", gaussian_rows, (CHAIN,)),
+]
+
+
+def run() -> str:
+    lines = ["| program | tracejit | NumPy | NumPy / tracejit |", "|---|---|---|---|"]
+    for name, fn, args in PROGRAMS:
+        jitted = tj.jit(fn)
+        got, want = jitted(*args), fn(*args)
+        np.testing.assert_allclose(got, want, rtol=1e-4)
+        ours, theirs = timeit(jitted, *args, number=3), timeit(fn, *args, number=3)
+        lines.append(f"| {name} | {ours * 1e3:.2f} ms | {theirs * 1e3:.2f} ms | "
+                     f"{theirs / ours:.2f}x |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--write", action="store_true", help="update bench/RESULTS.md")
+    args = parser.parse_args()
+    text = machine_line() + " Cached calls, best of 7 repeats.\n\n" + run()
+    print(text)
+    if args.write:
+        write_section("bench-programs", "Whole programs against NumPy (CPU)", text)
+
+
+if __name__ == "__main__":
+    main()
