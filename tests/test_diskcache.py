@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 from pathlib import Path
 
@@ -342,3 +343,167 @@ def test_trust_judges_owner_and_mode(tmp_path, monkeypatch):
     path.chmod(0o644)
     monkeypatch.setattr(diskcache, "_uid", lambda: path.stat().st_uid + 1)
     assert "owned by uid" in diskcache._distrust(path)
+
+
+# ---------------------------------------------------------------- size cap and eviction
+
+
+def _fake_entry(root: Path, n: int, size: int, used: float, name: str = "fake") -> Path:
+    """An entry in the cache's layout, ``size`` bytes in all, last used at ``used``."""
+    directory = root / f"{n:040x}"
+    directory.mkdir(mode=0o700)
+    source = f"# tracejit CPU backend: {name}\n".encode()
+    (directory / "kernels.py").write_bytes(source)
+    (directory / "kernels-0.so").write_bytes(b"\0" * (size - len(source)))
+    for f in directory.iterdir():
+        f.chmod(0o600)
+    os.utime(directory, (used, used))
+    return directory
+
+
+def _names(root: Path) -> set[str]:
+    return {p.name for p in root.iterdir()}
+
+
+@pytest.mark.parametrize("text, size", [
+    ("1000", 1000), ("500M", 500 << 20), ("2G", 2 << 30), ("2g", 2 << 30),
+    ("1.5GiB", 3 << 29), ("64KB", 64 << 10), (" 3 T ", 3 << 40),
+    ("0", None), ("off", None), ("None", None), ("unlimited", None),
+])
+def test_cache_max_forms(text, size):
+    assert diskcache.parse_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["lots", "-1", "5X", "1e9", "G", "2 GB extra"])
+def test_invalid_cache_max_warns_and_keeps_the_default(monkeypatch, text):
+    monkeypatch.setenv("TRACEJIT_CACHE_MAX", text)
+    monkeypatch.setattr(diskcache, "_bad_max", set())
+    with pytest.warns(DiskCacheWarning, match=r"TRACEJIT_CACHE_MAX=.*\(500M, 2G"):
+        assert diskcache.max_bytes() == diskcache.DEFAULT_MAX
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert diskcache.max_bytes() == diskcache.DEFAULT_MAX  # warned once
+
+
+def test_default_cap_is_one_gib(monkeypatch):
+    monkeypatch.delenv("TRACEJIT_CACHE_MAX", raising=False)
+    assert diskcache.max_bytes() == 1 << 30
+
+
+def test_prune_evicts_least_recently_used_first(cache, monkeypatch):
+    now = time.time()
+    made = [_fake_entry(cache, n, 1000, now - 1000 + n * 100) for n in (3, 1, 4, 2)]
+    (cache / "reproducers").mkdir()  # not an entry: never weighed nor removed
+    monkeypatch.setenv("TRACEJIT_CACHE_MAX", "2500")
+    assert [e.directory.name[-1] for e in diskcache.entries()] == ["1", "2", "3", "4"]
+    done = diskcache.prune()
+    assert (done.count, done.freed, done.left) == (2, 2000, 2000)
+    assert _names(cache) == {made[0].name, made[2].name, "reproducers"}  # 3 and 4: newest
+
+
+def test_a_loaded_entry_is_used_and_outlives_an_older_unused_one(entry, monkeypatch):
+    now = time.time()
+    os.utime(entry, (now - 3600, now - 3600))
+    other = _fake_entry(entry.parent, 1, 1000, now - 600)
+    assert run_fresh()["loaded"] == 1
+    assert entry.stat().st_mtime >= now - 1  # the load recorded a use
+    monkeypatch.setattr(diskcache, "_in_use", set())  # weigh it only by its use
+    monkeypatch.setenv("TRACEJIT_CACHE_MAX", str(diskcache.entries()[-1].size))
+    assert diskcache.prune().count == 1
+    assert _names(entry.parent) == {entry.name}
+    assert not other.exists()
+
+
+def test_the_cap_holds_after_a_write_and_spares_the_new_entry(populated, cache, monkeypatch):
+    (src,) = populated.iterdir()
+    chain_size = diskcache.entries(populated)[0].size
+    now = time.time()
+    fakes = [_fake_entry(cache, n, 100_000, now - 100 * (4 - n)) for n in (1, 2, 3)]
+    monkeypatch.setenv("TRACEJIT_CACHE_MAX", str(chain_size + 150_000))
+    assert run_fresh()["compiled"] == 1  # saved, then pruned
+    assert _names(cache) == {src.name, fakes[2].name}
+    assert sum(e.size for e in diskcache.entries()) <= chain_size + 150_000
+    monkeypatch.setenv("TRACEJIT_CACHE_MAX", "1")
+    assert diskcache.prune().kept == 1  # the entry this process uses stays, over the cap
+    assert _names(cache) == {src.name}
+
+
+def _evict_between_lookup_and_load(monkeypatch):
+    opened = diskcache.open_entry
+
+    def open_then_evict(*args):
+        disk = opened(*args)
+        diskcache._evict(disk.directory)
+        return disk
+
+    monkeypatch.setattr(diskcache, "open_entry", open_then_evict)
+
+
+def _evict_while_loading(monkeypatch):
+    from tracejit.backends.cpu import native
+
+    load = native.load
+
+    def evict_then_load(library, symbols):
+        diskcache._evict(library.parent)
+        return load(library, symbols)
+
+    monkeypatch.setattr(native, "load", evict_then_load)
+
+
+@pytest.mark.parametrize("evict", [_evict_between_lookup_and_load, _evict_while_loading])
+def test_an_entry_evicted_by_another_process_is_a_miss(entry, evict):
+    with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings():
+        evict(mp)
+        warnings.simplefilter("error")
+        assert run_fresh() == {"loaded": 0, "compiled": 1, "discarded": 0}
+    assert (entry / "index.json").exists()  # saved again
+    assert run_fresh()["loaded"] == 1
+
+
+def test_nothing_is_deleted_where_the_cache_is_not_trusted(cache, monkeypatch):
+    kept = _fake_entry(cache, 1, 1000, time.time() - 60)
+    monkeypatch.setenv("TRACEJIT_CACHE_MAX", "1")
+    kept.chmod(0o777)
+    assert diskcache.prune().kept == 1 and kept.exists()
+    kept.chmod(0o700)
+    cache.chmod(0o777)
+    assert diskcache.clear().count == 0 and kept.exists()
+
+
+# ---------------------------------------------------------------- python -m tracejit cache
+
+
+def _cli(root: Path, *args: str) -> str:
+    env = {**os.environ, "PYTHONPATH": str(SRC), "TRACEJIT_CACHE_DIR": str(root),
+           "TRACEJIT_CACHE_MAX": "2M"}
+    return subprocess.run([sys.executable, "-m", "tracejit", "cache", *args], env=env,
+                          capture_output=True, text=True, timeout=60, check=True).stdout
+
+
+def test_cli_lists_and_clears(tmp_path):
+    now = time.time()
+    _fake_entry(tmp_path, 1, 2048, now - 7200, "loss_and_grad")
+    _fake_entry(tmp_path, 2, 1024, now - 120, "chain")
+    for listing in (_cli(tmp_path), _cli(tmp_path, "list")):
+        lines = listing.splitlines()
+        assert lines[0] == f"tracejit disk cache: {tmp_path}"
+        assert lines[1].split() == ["key", "function", "kernels", "size", "written", "last",
+                                    "used"]
+        assert lines[2].split()[:4] == ["000000000000", "loss_and_grad", "0", "2.0"]
+        assert lines[2].endswith("2 h ago") and lines[3].endswith("2 min ago")
+        assert lines[3].split()[1] == "chain"  # least recently used first
+        assert lines[4] == "2 entries, 3.0 KiB (cap 2.0 MiB, TRACEJIT_CACHE_MAX)"
+    (tmp_path / "reproducers").mkdir()
+    assert _cli(tmp_path, "clear") == (f"clear: removed 2 entries (3.0 KiB) from {tmp_path}; "
+                                       "0 B left (cap 2.0 MiB)\n")
+    assert _names(tmp_path) == {"reproducers"}
+    assert _cli(tmp_path).splitlines()[1:] == ["0 entries, 0 B (cap 2.0 MiB, TRACEJIT_CACHE_MAX)"]
+
+
+def test_cli_prune_applies_the_cap(tmp_path):
+    now = time.time()
+    _fake_entry(tmp_path, 1, 1536 << 10, now - 60)
+    newer = _fake_entry(tmp_path, 2, 1 << 20, now)
+    assert _cli(tmp_path, "prune").startswith("prune: removed 1 entry (1.5 MiB)")
+    assert _names(tmp_path) == {newer.name}

@@ -1,4 +1,6 @@
 """``python -m tracejit``: a real workload end to end, with what ran where and how long.
+``python -m tracejit cache [list|prune|clear]`` shows or empties the CPU backend's disk
+cache instead.
 
 The workload is the two-moons network from the Theano GPU tutorial (5000 points, 2 -> 1000
 tanh -> 2 softmax, float32), written in plain NumPy: its loss and accuracy, then a
@@ -17,6 +19,7 @@ import time
 import numpy as np
 
 import tracejit
+from tracejit.backends.cpu import diskcache
 from tracejit.datasets import make_moons
 
 
@@ -89,13 +92,67 @@ def run_backend(backend: str, params, X, y, show_ir: bool) -> None:
         print(f"\n{lowered.optimized_ir}" if not kernels else f"\n{lowered.source}")
 
 
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def _age(seconds: float) -> str:
+    for unit, length in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= length:
+            return f"{seconds / length:.0f} {unit} ago"
+    return f"{max(seconds, 0):.0f} s ago"
+
+
+def cache_command(action: str) -> None:
+    """``python -m tracejit cache``: list the disk cache's entries (least recently used
+    first, as eviction takes them), ``prune`` it to its cap now, or ``clear`` it."""
+    root, cap = diskcache.cache_dir(), diskcache.max_bytes()
+    cap_text = "no cap" if cap is None else f"cap {_size(cap)}"
+    distrust = diskcache._distrust(root) if root.is_dir() else None
+    if distrust:
+        print(f"{root} is {distrust}: tracejit neither uses nor deletes anything in it")
+    if action in ("prune", "clear"):
+        done = diskcache.prune(root) if action == "prune" else diskcache.clear(root)
+        kept = f"; {done.kept} left alone (not private to you)" if done.kept else ""
+        print(f"{action}: removed {done.count} entr{'y' if done.count == 1 else 'ies'} "
+              f"({_size(done.freed)}) from {root}; {_size(done.left)} left ({cap_text}){kept}")
+        return
+    found = diskcache.entries(root)
+    print(f"tracejit disk cache: {root}")
+    if found:
+        now = time.time()
+        print(f"{'key':<12}  {'function':<24}  {'kernels':>7}  {'size':>10}  "
+              f"{'written':>11}  {'last used':>11}")
+        for e in found:
+            note = f"  (left alone: {e.distrust})" if e.distrust else ""
+            print(f"{e.directory.name[:12]}  {e.function[:24]:<24}  {e.kernels:>7}  "
+                  f"{_size(e.size):>10}  {_age(now - e.written):>11}  "
+                  f"{_age(now - e.used):>11}{note}")
+    total = sum(e.size for e in found)
+    print(f"{len(found)} entr{'y' if len(found) == 1 else 'ies'}, {_size(total)} "
+          f"({cap_text}, TRACEJIT_CACHE_MAX)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m tracejit", description=__doc__)
     parser.add_argument("--backend", action="append", choices=tracejit.available_backends(),
                         help="backend(s) to run (default: all)")
     parser.add_argument("--show", action="store_true",
                         help="print the optimised IR / generated source")
+    commands = parser.add_subparsers(dest="command", metavar="cache",
+                                     help="without one, run the demo workload")
+    cache = commands.add_parser("cache", help="show, prune or clear the CPU disk cache")
+    cache.add_argument("action", nargs="?", choices=("list", "prune", "clear"),
+                       default="list", help="list entries (default), evict least recently "
+                       "used ones down to TRACEJIT_CACHE_MAX, or remove them all")
     args = parser.parse_args()
+    if args.command == "cache":
+        cache_command(args.action)
+        return
 
     rng = np.random.default_rng(0)
     X, y = make_moons(5000, 0.2, rng)

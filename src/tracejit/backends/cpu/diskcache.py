@@ -14,6 +14,15 @@ kernels' symbol names.
 ``TRACEJIT_CACHE_DIR`` sets the location (default ``$XDG_CACHE_HOME/tracejit`` or
 ``~/.cache/tracejit``); ``TRACEJIT_DISK_CACHE=0`` turns the cache off.
 
+The cache keeps itself under a size cap, ``TRACEJIT_CACHE_MAX`` (default 1 GiB; ``0`` or
+``off`` for none): after saving a library, least recently used entries are evicted until
+the total fits. An entry's last use is its directory's mtime: loading it touches it (once
+per compile, never per call), and writing into it changes it anyway. Entries this process
+opened are never evicted by it; another process may evict them, which is safe: eviction
+renames the directory away before deleting it, so a loader sees the whole entry or none
+(and a miss compiles and saves the entry afresh), and on Linux a library already dlopen'ed
+stays mapped after its file is unlinked.
+
 Files are written under a temporary name and renamed into place, ``index.json`` last, so
 concurrent processes see whole entries or none. What cannot be read back (a truncated
 ``kernels.py``, a library whose hash does not match, one that will not load) is discarded
@@ -36,6 +45,7 @@ import json
 import logging
 import os
 import platform
+import re
 import shutil
 import stat
 import sys
@@ -164,8 +174,9 @@ class Entry:
     """One cache entry: the directory, its ``kernels.py``, and how many of its kernels were
     loaded from disk or compiled in this process."""
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, source: bytes):
         self.directory = directory
+        self.source = source  # to write the entry again if another process evicts it
         self.path = directory / "kernels.py"
         self.index = directory / "index.json"
         self.loaded = 0
@@ -179,7 +190,7 @@ class Entry:
         try:
             distrust = _distrust(self.index)
             index = json.loads(self.index.read_text())
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # not saved, or evicted meanwhile
             return None
         except (OSError, ValueError) as e:
             return self._discard_library(e)
@@ -194,9 +205,12 @@ class Entry:
                 raise ValueError(f"{library.name} does not match index.json")
             kernels = native.load(library, symbols)
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            if not self.index.exists():  # another process evicted the entry: a plain miss
+                return None
             return self._discard_library(e)
         self.loaded += n
         _count(loaded=n)
+        _touch(self.directory)
         return kernels
 
     def save(self, symbols: list[str], objects) -> None:
@@ -207,6 +221,7 @@ class Entry:
         _count(compiled=len(symbols))
         tmp = self.directory / f".kernels.{uuid.uuid4().hex[:12]}.so"
         try:
+            _materialise(self.directory, self.source)  # evicted while Numba compiled?
             native.link(objects(), tmp)
             os.chmod(tmp, 0o600)  # dlopen needs no more; the linker made it 0o755 - umask
             digest = native.digest(tmp)
@@ -219,6 +234,11 @@ class Entry:
         except OSError as e:
             warnings.warn(f"tracejit: could not save compiled kernels to {self.directory} "
                           f"({e})", DiskCacheWarning, stacklevel=2)
+        else:  # the cache grew: back under its cap (never this entry, which is in use)
+            try:
+                prune(self.directory.parent)
+            except OSError as e:
+                _log().debug("tracejit: could not prune the disk cache: %s", e)
         finally:
             tmp.unlink(missing_ok=True)
 
@@ -269,10 +289,8 @@ def open_entry(graph: Graph, source: str, backend: str) -> Entry | None:
             existing = None
         if existing is not None and existing != data:
             _discard(directory, "kernels.py does not match the generated source")
-            existing = None
-        if existing is None:
-            _make_private_dir(directory)
-            _write_atomic(path, data)
+        if existing != data:
+            _materialise(directory, data)
         distrust = _distrust(directory)
         if distrust:
             return _refuse(directory, distrust)
@@ -281,7 +299,25 @@ def open_entry(graph: Graph, source: str, backend: str) -> Entry | None:
                       "without the disk cache (set TRACEJIT_CACHE_DIR or TRACEJIT_DISK_CACHE=0)",
                       DiskCacheWarning, stacklevel=2)
         return None
-    return Entry(directory)
+    _in_use.add(directory)
+    return Entry(directory, data)
+
+
+def _materialise(directory: Path, source: bytes) -> None:
+    """Make the entry's directory and ``kernels.py`` where they are missing (a new entry,
+    or one another process evicted since this one opened it)."""
+    if not (directory / "kernels.py").exists():
+        _make_private_dir(directory)
+        _write_atomic(directory / "kernels.py", source)
+
+
+def _touch(directory: Path) -> None:
+    """Record a use of the entry (its directory's mtime) for LRU eviction; a directory
+    that is gone or not ours to touch only loses its place in the order."""
+    try:
+        os.utime(directory)
+    except OSError:
+        pass
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -362,3 +398,166 @@ def _discard(directory: Path, reason: str) -> None:
     _count(discarded=1)
     warnings.warn(f"tracejit: discarded corrupt cache entry {directory} ({reason}); "
                   "compiling again", DiskCacheWarning, stacklevel=3)
+
+
+# ---------------------------------------------------------------- size cap and eviction
+
+DEFAULT_MAX = 1 << 30  # 1 GiB
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_SIZE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([kmgt]?)(?:i?b)?")
+_ENTRY_NAME = re.compile(r"[0-9a-f]{40}")  # what key() names; reproducers/ and trash are not
+_in_use: set[Path] = set()  # entries this process opened: it never evicts them
+_bad_max: set[str] = set()
+
+
+def parse_size(text: str) -> int | None:
+    """Bytes from ``text``: a number of bytes or one with a binary unit (``500M``,
+    ``2G``, ``1.5GiB``, ``64KB``); None for no cap (``0``, ``off``, ``none``,
+    ``unlimited``, as ccache reads ``0``). ValueError for anything else."""
+    text = text.strip().lower()
+    if text in ("off", "none", "unlimited"):
+        return None
+    match = _SIZE.fullmatch(text)
+    if match is None:
+        raise ValueError(text)
+    size = int(float(match[1]) * _UNITS[match[2]])
+    return size or None
+
+
+def max_bytes() -> int | None:
+    """The cap from ``TRACEJIT_CACHE_MAX`` (None: no cap). A value it cannot read warns
+    once (a :class:`DiskCacheWarning`, like the cache's other troubles: a typo must not
+    stop a computation) and the default cap applies."""
+    text = os.environ.get("TRACEJIT_CACHE_MAX", "").strip()
+    if not text:
+        return DEFAULT_MAX
+    try:
+        return parse_size(text)
+    except ValueError:
+        if text not in _bad_max:
+            _bad_max.add(text)
+            warnings.warn(f"tracejit: TRACEJIT_CACHE_MAX={text!r} is not a size; using the "
+                          "default of 1G. Give bytes (1000000000) or a number with a unit "
+                          "K, M, G or T (500M, 2G, 1.5GiB), or 0 or off for no cap",
+                          DiskCacheWarning, stacklevel=2)
+        return DEFAULT_MAX
+
+
+@dataclass(frozen=True)
+class EntryInfo:
+    """An entry as ``python -m tracejit cache`` lists it and eviction weighs it."""
+
+    directory: Path
+    size: int  # bytes of its files
+    written: float  # when its kernels were saved (index.json's mtime, else kernels.py's)
+    used: float  # when it was last loaded or written (the directory's mtime)
+    distrust: str | None  # why it is left alone, as _distrust says
+
+    @property
+    def function(self) -> str:
+        """The traced function's name, from ``kernels.py``'s first line."""
+        try:
+            with open(self.directory / "kernels.py") as f:
+                first = f.readline()
+        except OSError:
+            return "?"
+        return first.removeprefix("# tracejit CPU backend:").strip() or "?"
+
+    @property
+    def kernels(self) -> int:
+        """How many kernels its library holds (0: none saved)."""
+        try:
+            return len(json.loads((self.directory / "index.json").read_text())["symbols"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return 0
+
+
+def entries(root: Path | None = None) -> list[EntryInfo]:
+    """The cache's entries, least recently used first. An entry that vanishes while it is
+    read (another process evicted it) is left out."""
+    root = cache_dir() if root is None else root
+    found = []
+    try:
+        children = list(os.scandir(root))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    for child in children:
+        if not _ENTRY_NAME.fullmatch(child.name) or not child.is_dir(follow_symlinks=False):
+            continue
+        try:
+            found.append(_info(Path(child.path)))
+        except OSError:  # evicted meanwhile, or unreadable: not ours to weigh
+            continue
+    return sorted(found, key=lambda e: e.used)
+
+
+def _info(directory: Path) -> EntryInfo:
+    used = directory.stat().st_mtime
+    distrust = _distrust(directory)
+    size, stamps = 0, {}
+    for f in os.scandir(directory):
+        st = f.stat(follow_symlinks=False)
+        size += st.st_size
+        stamps[f.name] = st.st_mtime
+    written = stamps.get("index.json", stamps.get("kernels.py", used))
+    return EntryInfo(directory, size, written, used, distrust)
+
+
+@dataclass(frozen=True)
+class Evicted:
+    """What :func:`prune` or :func:`clear` removed, and what is left."""
+
+    count: int
+    freed: int  # bytes
+    left: int  # bytes still in the cache
+    kept: int  # entries left alone although asked for: in use here, or not trusted
+
+
+def prune(root: Path | None = None) -> Evicted:
+    """Evict least recently used entries until the cache holds at most
+    :func:`max_bytes`. Only in a cache directory this module trusts, only trusted
+    entries, never one this process opened."""
+    cap = max_bytes()
+    root = cache_dir() if root is None else root
+    found = entries(root)
+    total = sum(e.size for e in found)
+    if cap is None or total <= cap:
+        return Evicted(0, 0, total, 0)
+    return _evict_all(root, found, total, cap)
+
+
+def clear(root: Path | None = None) -> Evicted:
+    """Remove every trusted entry (not one this process opened)."""
+    root = cache_dir() if root is None else root
+    found = entries(root)
+    return _evict_all(root, found, sum(e.size for e in found), 0)
+
+
+def _evict_all(root: Path, found: list[EntryInfo], total: int, cap: int) -> Evicted:
+    count = freed = kept = 0
+    if not root.is_dir() or _distrust(root):  # never delete in a directory we distrust
+        return Evicted(0, 0, total, len(found))
+    for e in found:
+        if total <= cap:
+            break
+        if e.distrust or e.directory in _in_use:
+            kept += 1
+            continue
+        if _evict(e.directory):
+            count, freed, total = count + 1, freed + e.size, total - e.size
+    return Evicted(count, freed, total, kept)
+
+
+def _evict(directory: Path) -> bool:
+    """Rename the entry away, then delete it: a process loading it sees the whole entry
+    (a library it has dlopen'ed stays mapped: on Linux and macOS unlinking a loaded
+    shared library is safe) or none, which is a miss it compiles and saves again. False
+    when another process removed it first."""
+    trash = directory.with_name(f"{directory.name}.evicted-{uuid.uuid4().hex[:12]}")
+    try:
+        os.replace(directory, trash)
+    except FileNotFoundError:
+        return False
+    shutil.rmtree(trash, ignore_errors=True)
+    _log().debug("tracejit: evicted %s from the disk cache", directory.name)
+    return True
