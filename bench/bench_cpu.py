@@ -99,6 +99,35 @@ def bench_exp():
     return table("1. exp of 230,400 float32 (Theano GPU tutorial check), per call", res)
 
 
+def bench_exp_patterns():
+    """exp of 230,400 float32 called three ways: back to back, after a 1 ms pause, and
+    between NumPy reductions of 16 MB; the median call, tracejit and NumPy alike. A paused
+    call finds libgomp's team asleep (``native.Launches`` decides whether to wake it)."""
+    x = np.random.default_rng(0).random(230_400, dtype=np.float32)
+    other = np.random.default_rng(1).random(2_000_000)
+    f = tj.jit(np.exp, backend="cpu")
+    f(x)
+
+    def median_call(fn, between, n=400):
+        times = []
+        for _ in range(n):
+            between()
+            t0 = time.perf_counter()
+            fn(x)
+            times.append(time.perf_counter() - t0)
+        return sorted(times)[n // 2]
+
+    lines = ["### 1b. exp of 230,400 float32 between other work, median call", "",
+             "| calls | tracejit | NumPy | NumPy / tracejit |", "|---|---|---|---|"]
+    for name, between in [("back to back", lambda: None),
+                          ("after a 1 ms pause", lambda: time.sleep(1e-3)),
+                          ("between sums of 2M float64", other.sum)]:
+        ours, theirs = median_call(f, between), median_call(np.exp, between)
+        lines.append(f"| {name} | {ours * 1e3:.3f} ms | {theirs * 1e3:.3f} ms | "
+                     f"{theirs / ours:.2f}x |")
+    return "\n".join(lines)
+
+
 def chain(x, y):
     return np.tanh(x * y + 0.5) * np.exp(-x * x) + np.sqrt(np.abs(y))
 
@@ -200,8 +229,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--write", action="store_true", help="update bench/RESULTS.md")
     args = parser.parse_args()
-    parts = [machine_line(), bench_exp(), bench_chain(np.float32), bench_chain(np.float64),
-             bench_rows(), bench_overhead(), bench_compile()]
+    parts = [machine_line(), bench_exp(), bench_exp_patterns(), bench_chain(np.float32),
+             bench_chain(np.float64), bench_rows(), bench_overhead(), bench_compile()]
     text = "\n\n".join(parts)
     print(text)
     if args.write:

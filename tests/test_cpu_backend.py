@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
+from tracejit.backends.cpu import native
 from tracejit.backends.cpu.codegen import fusible
 from tracejit.backends.cpu.emitter import PARALLEL_MIN_SIZE
 from tracejit.backends.cpu.ops import NUMBA
@@ -143,6 +144,49 @@ def test_large_reductions_run_in_parallel_blocks():
     got = tj.jit(lambda a: (a.sum(axis=0), a.sum(), a.max(axis=0)), backend="cpu")(ints)
     for g, w in zip(got, (ints.sum(axis=0), ints.sum(), ints.max(axis=0)), strict=True):
         np.testing.assert_array_equal(g, w)
+
+
+def test_parallel_kernels_give_the_same_bits_on_one_thread(monkeypatch):
+    """A parallel kernel run alone (``native.Launches`` picks that after a pause, when
+    waking the thread team costs more than it saves) takes every share and block itself,
+    in the same order: the same bits as on the team, reductions included."""
+    n = PARALLEL_MIN_SIZE * 2
+    x = RNG.standard_normal((n // 64 + 3, 64)).astype(np.float32)
+    flat = RNG.standard_normal(n + 5).astype(np.float32)
+    programs = [(chain, (x, x)), (softmax, (x,)),
+                (lambda x: (x.sum(axis=0), x.max(axis=0), (x > 1).any(axis=0)), (x,)),
+                (lambda x: (np.abs(x).max(), x.sum()), (x,)),
+                (lambda v: ((v * v).sum(), v.min()), (flat,))]
+    results = {}
+    for alone in (False, True):
+        monkeypatch.setattr(native.Launches, "choose_alone", lambda self, a=alone: a)
+        results[alone] = [tj.jit(fn, backend="cpu")(*args) for fn, args in programs]
+    for team, one in zip(results[False], results[True], strict=True):
+        for a, b in zip(team if isinstance(team, tuple) else (team,),
+                        one if isinstance(one, tuple) else (one,), strict=True):
+            assert np.array_equal(a, b, equal_nan=True)
+
+
+def test_launches_after_a_pause_run_the_way_they_measure_faster():
+    """The team SAMPLES times, alone SAMPLES times, then the faster way, trying the other
+    again every EXPLORE_EVERY launches."""
+    def drive(launches, team_s, alone_s, count):
+        ways = []
+        for _ in range(count):
+            alone = launches.choose_alone()
+            launches.record(alone, alone_s if alone else team_s)
+            ways.append(alone)
+        return ways
+
+    n, every, count = native.SAMPLES, native.EXPLORE_EVERY, 4 * native.EXPLORE_EVERY
+    tries = sum(c % every < n for c in range(2 * n + 1, count + 1))
+    cheap_wake = native.Launches()  # a kernel big enough to win back the wake-up
+    ways = drive(cheap_wake, 60e-6, 120e-6, count)
+    assert ways[:2 * n] == [False] * n + [True] * n
+    assert sum(ways[2 * n:]) == tries  # on the team but for the tries
+    costly_wake = native.Launches()  # exp of 230,400 float32 on a 2-core VM
+    ways = drive(costly_wake, 90e-6, 64e-6, count)
+    assert ways[2 * n:].count(False) == tries  # alone but for the tries
 
 
 @pytest.mark.parametrize("op", sorted(LOOP_REDUCTIONS))

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from time import perf_counter
 
 import numpy as np
 
@@ -89,9 +90,70 @@ def configure() -> ctypes.CDLL:
     return gomp
 
 
+# After a pause this long the thread team is asleep: libgomp's threads spin only a few
+# microseconds (GOMP_SPINCOUNT=1000, set below) and the host may park an idle vCPU.
+PAUSE_S = 200e-6
+EXPLORE_EVERY = 64  # launches after a pause between two tries of the other way
+SAMPLES = 3  # a way's time after a pause: the median of its last few such launches
+_last_end = 0.0  # when the last kernel launch returned (any kernel, either way)
+
+
+class Launches:
+    """Where one parallel kernel runs faster when its launch comes after a pause.
+
+    A parallel kernel also runs alone on the calling thread (``omp_get_num_threads()`` is 1
+    outside a team, so the one thread takes every share and every block, in the same
+    order, and ``GOMP_barrier`` returns at once): bit for bit the same result. Launches in
+    quick succession (a loop of jitted calls, the kernels of one call) always run on the
+    team, which is awake for them (exp of 230,400 float32: 30 us on a 2-core VM). After a
+    pause (NumPy work between calls) waking the team costs tens of microseconds (90 us
+    for that exp, where it takes 64 us alone), which a kernel may not win back. So after
+    a pause each kernel runs the way its own such launches measured faster: the team
+    ``SAMPLES`` times, alone ``SAMPLES`` times, then the lower median, trying the other
+    way ``SAMPLES`` times every ``EXPLORE_EVERY`` launches.
+    """
+
+    __slots__ = ("alone", "team", "count")
+
+    def __init__(self) -> None:
+        self.alone: list[float] = []  # the last launches after a pause, on this thread
+        self.team: list[float] = []  # ... and on the team
+        self.count = 0
+
+    def choose_alone(self) -> bool:
+        """Whether the next launch after a pause runs on the calling thread."""
+        self.count += 1
+        if len(self.team) < SAMPLES or len(self.alone) < SAMPLES:  # measure: team first
+            return len(self.team) >= SAMPLES
+        faster_alone = _median(self.alone) < _median(self.team)
+        return faster_alone != (self.count % EXPLORE_EVERY < SAMPLES)
+
+    def record(self, alone: bool, seconds: float) -> None:
+        times = self.alone if alone else self.team
+        times.append(seconds)
+        del times[:-SAMPLES]
+
+
+def _median(times: list[float]) -> float:
+    return sorted(times)[len(times) // 2]
+
+
 def parallel(kernel, args: tuple) -> None:
-    """Run ``kernel`` on libgomp's team; the caller keeps ``args`` alive."""
-    configure().GOMP_parallel(kernel, id(args), 0, 0)
+    """Run ``kernel`` on libgomp's team, or after a pause on this thread where that
+    measured faster for it (``Launches``); the caller keeps ``args`` alive."""
+    global _last_end
+    start = perf_counter()
+    if start - _last_end < PAUSE_S:
+        configure().GOMP_parallel(kernel, id(args), 0, 0)
+    else:
+        launches = kernel.launches
+        alone = launches.choose_alone()
+        if alone:
+            kernel(id(args))
+        else:
+            configure().GOMP_parallel(kernel, id(args), 0, 0)
+        launches.record(alone, perf_counter() - start)
+    _last_end = perf_counter()
 
 
 def load(path: Path, symbols: list[str]) -> list:
@@ -111,6 +173,7 @@ def function(address: int, owner=None):
 def _bind(owner, address: int):
     fn = KERNEL(address)
     fn._owner = owner  # the library or Numba object the code lives in
+    fn.launches = Launches()  # for a parallel kernel: where its launches run faster
     return fn
 
 
