@@ -374,7 +374,7 @@ def test_cache_max_forms(text, size):
     assert diskcache.parse_size(text) == size
 
 
-@pytest.mark.parametrize("text", ["lots", "-1", "5X", "1e9", "G", "2 GB extra"])
+@pytest.mark.parametrize("text", ["lots", "-1", "5X", "1e9", "G", "2 GB extra", "10ib"])
 def test_invalid_cache_max_warns_and_keeps_the_default(monkeypatch, text):
     monkeypatch.setenv("TRACEJIT_CACHE_MAX", text)
     monkeypatch.setattr(diskcache, "_bad_max", set())
@@ -394,6 +394,8 @@ def test_prune_evicts_least_recently_used_first(cache, monkeypatch):
     now = time.time()
     made = [_fake_entry(cache, n, 1000, now - 1000 + n * 100) for n in (3, 1, 4, 2)]
     (cache / "reproducers").mkdir()  # not an entry: never weighed nor removed
+    trash = cache / f"{0:040x}.evicted-{0:012x}"  # left by a process killed while evicting
+    trash.mkdir(mode=0o700)
     monkeypatch.setenv("TRACEJIT_CACHE_MAX", "2500")
     assert [e.directory.name[-1] for e in diskcache.entries()] == ["1", "2", "3", "4"]
     done = diskcache.prune()

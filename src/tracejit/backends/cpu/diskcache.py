@@ -404,8 +404,9 @@ def _discard(directory: Path, reason: str) -> None:
 
 DEFAULT_MAX = 1 << 30  # 1 GiB
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-_SIZE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([kmgt]?)(?:i?b)?")
+_SIZE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*(?:([kmgt])i?)?b?")
 _ENTRY_NAME = re.compile(r"[0-9a-f]{40}")  # what key() names; reproducers/ and trash are not
+_TRASH_NAME = re.compile(r"[0-9a-f]{40}\.(?:evicted|discarded)-[0-9a-f]{12}")
 _in_use: set[Path] = set()  # entries this process opened: it never evicts them
 _bad_max: set[str] = set()
 
@@ -420,7 +421,7 @@ def parse_size(text: str) -> int | None:
     match = _SIZE.fullmatch(text)
     if match is None:
         raise ValueError(text)
-    size = int(float(match[1]) * _UNITS[match[2]])
+    size = int(float(match[1]) * _UNITS[match[2] or ""])
     return size or None
 
 
@@ -537,6 +538,7 @@ def _evict_all(root: Path, found: list[EntryInfo], total: int, cap: int) -> Evic
     count = freed = kept = 0
     if not root.is_dir() or _distrust(root):  # never delete in a directory we distrust
         return Evicted(0, 0, total, len(found))
+    _sweep_trash(root)
     for e in found:
         if total <= cap:
             break
@@ -546,6 +548,19 @@ def _evict_all(root: Path, found: list[EntryInfo], total: int, cap: int) -> Evic
         if _evict(e.directory):
             count, freed, total = count + 1, freed + e.size, total - e.size
     return Evicted(count, freed, total, kept)
+
+
+def _sweep_trash(root: Path) -> None:
+    """Delete what a process that was killed while evicting or discarding an entry left
+    under a trash name (no process loads from those names, so two deleting at once is
+    harmless); only our own private directories."""
+    for child in os.scandir(root):
+        if _TRASH_NAME.fullmatch(child.name) and child.is_dir(follow_symlinks=False):
+            try:
+                if _distrust(Path(child.path)) is None:
+                    shutil.rmtree(child.path, ignore_errors=True)
+            except FileNotFoundError:  # its own process finished deleting it
+                continue
 
 
 def _evict(directory: Path) -> bool:
