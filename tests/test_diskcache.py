@@ -62,7 +62,7 @@ def populated(tmp_path_factory):
 @pytest.fixture
 def entry(populated, cache) -> Path:
     """A copy of the populated entry in this test's own cache directory."""
-    (src,) = populated.iterdir()
+    (src,) = (e.directory for e in diskcache.entries(populated))
     return Path(shutil.copytree(src, cache / src.name))
 
 
@@ -253,7 +253,8 @@ def test_integer_error_paths_compile_silently_and_are_saved(cache, dtype):
         for g, w in zip(*(x if isinstance(x, tuple) else (x,) for x in (got, want)),
                         strict=True):
             np.testing.assert_array_equal(g, w, err_msg=name)
-    entries = [p for p in cache.iterdir() if "cfunc(" in (p / "kernels.py").read_text()]
+    entries = [e.directory for e in diskcache.entries(cache)
+               if "cfunc(" in (e.directory / "kernels.py").read_text()]
     assert entries and all((p / "index.json").exists() for p in entries)
 
 
@@ -287,6 +288,7 @@ def test_a_fresh_cache_is_private_whatever_the_umask(tmp_path, monkeypatch):
     finally:
         os.umask(old)
     modes = _modes(root)
+    assert modes.pop(diskcache._TALLY) == 0o600
     (entry,) = [p for p in modes if p != "." and "/" not in p]
     assert modes["."] == 0o700 and modes[entry] == 0o700
     files = {name: mode for name, mode in modes.items() if "/" in name}
@@ -362,7 +364,8 @@ def _fake_entry(root: Path, n: int, size: int, used: float, name: str = "fake") 
 
 
 def _names(root: Path) -> set[str]:
-    return {p.name for p in root.iterdir()}
+    """What the cache directory holds besides the tally of its size."""
+    return {p.name for p in root.iterdir()} - {diskcache._TALLY}
 
 
 @pytest.mark.parametrize("text, size", [
@@ -417,7 +420,7 @@ def test_a_loaded_entry_is_used_and_outlives_an_older_unused_one(entry, monkeypa
 
 
 def test_the_cap_holds_after_a_write_and_spares_the_new_entry(populated, cache, monkeypatch):
-    (src,) = populated.iterdir()
+    (src,) = (e.directory for e in diskcache.entries(populated))
     chain_size = diskcache.entries(populated)[0].size
     now = time.time()
     fakes = [_fake_entry(cache, n, 100_000, now - 100 * (4 - n)) for n in (1, 2, 3)]
@@ -428,6 +431,24 @@ def test_the_cap_holds_after_a_write_and_spares_the_new_entry(populated, cache, 
     monkeypatch.setenv("TRACEJIT_CACHE_MAX", "1")
     assert diskcache.prune().kept == 1  # the entry this process uses stays, over the cap
     assert _names(cache) == {src.name}
+
+
+def test_a_save_counts_the_cache_when_its_tally_may_pass_the_cap_or_is_old(cache,
+                                                                         monkeypatch):
+    now = time.time()
+    tally = cache / diskcache._TALLY
+    old = _fake_entry(cache, 1, 1000, now - 60)
+    saved = _fake_entry(cache, 2, 1000, now)
+    monkeypatch.setenv("TRACEJIT_CACHE_MAX", "1500")
+    tally.write_text(f"0 {now}")  # counted just now, empty: adding 1000 stays under
+    diskcache._after_save(saved)
+    assert old.exists() and tally.read_text().split() == ["1000", str(now)]
+    diskcache._after_save(saved)  # 2000 may pass the cap: counted, and old evicted
+    assert not old.exists() and tally.read_text().split()[0] == "1000"
+    older = _fake_entry(cache, 3, 1000, now - 60)
+    tally.write_text(f"0 {now - 7200}")  # under the cap, but counted two hours ago
+    diskcache._after_save(saved)
+    assert not older.exists()
 
 
 def _evict_between_lookup_and_load(monkeypatch):

@@ -16,12 +16,14 @@ kernels' symbol names.
 
 The cache keeps itself under a size cap, ``TRACEJIT_CACHE_MAX`` (default 1 GiB; ``0`` or
 ``off`` for none): after saving a library, least recently used entries are evicted until
-the total fits. An entry's last use is its directory's mtime: loading it touches it (once
-per compile, never per call), and writing into it changes it anyway. Entries this process
-opened are never evicted by it; another process may evict them, which is safe: eviction
-renames the directory away before deleting it, so a loader sees the whole entry or none
-(and a miss compiles and saves the entry afresh), and on Linux a library already dlopen'ed
-stays mapped after its file is unlinked.
+the total fits (``usage`` in the cache directory tallies its size, so that a save counts
+every entry only when the cap may be passed, or hourly). An entry's last use is its
+directory's mtime: loading it touches it (once per compile, never per call), and writing
+into it changes it anyway. Entries this process opened are never evicted by it; another
+process may evict them, which is safe: eviction renames the directory away before
+deleting it, so a loader sees the whole entry or none (and a miss compiles and saves the
+entry afresh), and on Linux a library already dlopen'ed stays mapped after its file is
+unlinked.
 
 Files are written under a temporary name and renamed into place, ``index.json`` last, so
 concurrent processes see whole entries or none. What cannot be read back (a truncated
@@ -49,6 +51,7 @@ import re
 import shutil
 import stat
 import sys
+import time
 import uuid
 import warnings
 from dataclasses import dataclass, replace
@@ -236,7 +239,7 @@ class Entry:
                           f"({e})", DiskCacheWarning, stacklevel=2)
         else:  # the cache grew: back under its cap (never this entry, which is in use)
             try:
-                prune(self.directory.parent)
+                _after_save(self.directory)
             except OSError as e:
                 _log().debug("tracejit: could not prune the disk cache: %s", e)
         finally:
@@ -408,6 +411,8 @@ _SIZE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*(?:([kmgt])i?)?b?")
 _ENTRY_NAME = re.compile(r"[0-9a-f]{40}")  # what key() names; reproducers/ and trash are not
 _TRASH_NAME = re.compile(r"[0-9a-f]{40}\.(?:evicted|discarded)-[0-9a-f]{12}")
 _in_use: set[Path] = set()  # entries this process opened: it never evicts them
+_TALLY = "usage"  # "<bytes> <when counted>": the cache's size, so a save need not count it
+_RECOUNT_S = 3600.0
 _bad_max: set[str] = set()
 
 
@@ -523,8 +528,38 @@ def prune(root: Path | None = None) -> Evicted:
     found = entries(root)
     total = sum(e.size for e in found)
     if cap is None or total <= cap:
+        _write_tally(root, total)
         return Evicted(0, 0, total, 0)
     return _evict_all(root, found, total, cap)
+
+
+def _after_save(directory: Path) -> None:
+    """Back under the cap after ``directory``'s entry was saved. Counting the cache reads
+    every entry (about 20 us each, and a full 1 GiB cache holds tens of thousands), so the
+    last count plus what was saved since, kept in the ``usage`` file, says when a count is
+    due: when the cap may be passed, or an hour after the last one (processes saving at
+    the same time may lose each other's additions; that only delays eviction)."""
+    root, cap = directory.parent, max_bytes()
+    if cap is None:
+        return
+    try:
+        total, counted_at = (float(x) for x in (root / _TALLY).read_text().split())
+    except (OSError, ValueError):
+        total, counted_at = float("inf"), 0.0
+    total += _info(directory).size
+    if total <= cap and time.time() - counted_at < _RECOUNT_S:
+        _write_atomic(root / _TALLY, f"{total:.0f} {counted_at}".encode())
+    else:
+        prune(root)
+
+
+def _write_tally(root: Path, total: int) -> None:
+    """Record a fresh count of the cache's bytes (only in a cache directory we trust)."""
+    try:
+        if _distrust(root) is None:
+            _write_atomic(root / _TALLY, f"{total} {time.time()}".encode())
+    except OSError as e:
+        _log().debug("tracejit: could not record the disk cache's size: %s", e)
 
 
 def clear(root: Path | None = None) -> Evicted:
@@ -547,6 +582,7 @@ def _evict_all(root: Path, found: list[EntryInfo], total: int, cap: int) -> Evic
             continue
         if _evict(e.directory):
             count, freed, total = count + 1, freed + e.size, total - e.size
+    _write_tally(root, total)
     return Evicted(count, freed, total, kept)
 
 
