@@ -9,7 +9,11 @@ Hypothesis examples are the same on every run unless HYPOTHESIS_PROFILE=explore.
 
 import os
 
-import numpy as np
+# Tests use small arrays to exercise the kernels: compile every kernel, however small
+# (test_first_call.py checks the default policy in processes of its own).
+os.environ.setdefault("TRACEJIT_MIN_KERNEL_SIZE", "0")
+
+import numpy as np  # noqa: E402
 import pytest
 from hypothesis import settings
 

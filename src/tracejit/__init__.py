@@ -5,6 +5,7 @@ from ._version import __version__ as __version__  # re-exported: tracejit.__vers
 from .ad import grad, jacobian, stop_gradient, value_and_grad, vjp
 from .api import CacheInfo, JitFunction, Lowered, jit
 from .backends import available_backends
+from .config import config
 from .profiler import Profile, profile
 from .targets import (
     Device,
@@ -17,6 +18,6 @@ from .targets import (
 )
 
 __all__ = ["CacheInfo", "Device", "JitFunction", "Lowered", "Profile", "available_backends",
-           "default_device", "device", "devices", "errors", "grad", "jacobian", "jit", "nn",
-           "profile", "stop_gradient", "synchronize", "to_device", "to_host", "value_and_grad",
-           "vjp"]
+           "config", "default_device", "device", "devices", "errors", "grad", "jacobian",
+           "jit", "nn", "profile", "stop_gradient", "synchronize", "to_device", "to_host",
+           "value_and_grad", "vjp"]

@@ -14,10 +14,12 @@ Python so a user can read what runs; ``run`` is the single entry point.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+from ...config import config
 from ...ir import Graph, Node, Value
-from ...ir.registry import REGISTRY, loop_dtypes
+from ...ir.registry import REGISTRY, Exactness, loop_dtypes
 from ...passes.contract import SMALL_K, split_skinny_matmuls
 from ...passes.fusion import Kernel, fuse
 from ...profiler import StepInfo
@@ -71,7 +73,26 @@ def partition(graph: Graph) -> tuple[Graph, list[Kernel]]:
     (skinny matmuls split into products) and one fusion ``Kernel`` per loop kernel or
     library call (``check=True`` runs them one at a time)."""
     graph = split_skinny_matmuls(graph)
-    return graph, fuse(graph, fusible)
+    kernels = fuse(graph, fusible)
+    numpy_calls = {n for k in kernels if k.kind == "loop" and not worth_compiling(k)
+                   for n in k.nodes}
+    if numpy_calls:  # fuse again without them: they become library steps
+        kernels = fuse(graph, lambda n: n not in numpy_calls and fusible(n))
+    return graph, kernels
+
+
+def worth_compiling(kern: Kernel) -> bool:
+    """Whether loop kernel ``kern`` saves more than its compile (~0.1-0.3 s) costs. Not
+    when it iterates over fewer than ``config.min_kernel_size`` elements (NumPy takes about
+    a microsecond per op there), nor when it is one exactly rounded elementwise op (an
+    ``add``: NumPy's loop is as fast). ``min_kernel_size = 0`` compiles every kernel."""
+    if config.min_kernel_size == 0:
+        return True
+    if math.prod(kern.shape) < config.min_kernel_size:
+        return False
+    (first, *rest) = kern.nodes
+    return bool(rest) or REGISTRY[first.op].monoid is not None or first.op == "matmul" or (
+        REGISTRY[first.op].exactness != Exactness.EXACT)
 
 
 def generate(graph: Graph, profile: bool = False) -> Generated:
@@ -125,7 +146,9 @@ def _emit_library(mod: Module, k: int, node: Node, body: list[str], where: str,
                   kernel_input: bool) -> None:
     fn = f"lib{k}"
     impl = REGISTRY[node.op].impl
-    mod.namespace[fn] = (lambda impl, attrs: lambda *a: impl(*a, **attrs))(impl, node.attrs)
+    # a ufunc without attributes is called directly: a tiny step costs ~0.5 us either way
+    mod.namespace[fn] = impl if not node.attrs else (
+        lambda impl, attrs: lambda *a: impl(*a, **attrs))(impl, node.attrs)
     call = f"{fn}({', '.join(mod.name(v) for v in node.inputs)})"
     out = node.out.type
     if kernel_input:  # kernels read C-contiguous arrays of exactly the IR's type

@@ -1,0 +1,76 @@
+"""What the first call of a new signature costs: which kernels are worth compiling.
+
+The suite compiles every kernel (conftest sets ``TRACEJIT_MIN_KERNEL_SIZE=0`` so that small
+test arrays exercise the kernels); these tests put the default policy back.
+"""
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.backends.cpu.codegen import partition
+from tracejit.config import Settings, config
+
+
+@pytest.fixture
+def default_policy(monkeypatch):
+    monkeypatch.setattr(config, "min_kernel_size", 4096)
+
+
+def steps(fn, *args) -> list[tuple[str, str]]:
+    """(kind, ops) of each step the CPU backend runs ``fn`` as."""
+    graph = tj.jit(fn).lower(*args).optimized_graph
+    return [(k.kind, ",".join(n.op for n in k.nodes)) for k in partition(graph)[1]]
+
+
+def update(w, g, v):
+    v2 = 0.9 * v + g
+    return w - 0.01 * v2, v2
+
+
+def test_a_tiny_kernel_runs_as_numpy_calls(default_policy):
+    small = [np.ones((40, 50), np.float32)] * 3  # 2000 elements
+    assert all(kind == "library" for kind, _ in steps(update, *small))
+    big = [np.ones((100, 50), np.float32)] * 3  # 5000 elements
+    assert [kind for kind, _ in steps(update, *big)] == ["loop"]
+
+
+def test_one_exactly_rounded_op_is_not_worth_a_kernel(default_policy):
+    x = np.ones(10_000, np.float32)
+    assert steps(lambda x: x + 1, x) == [("library", "add")]
+    assert steps(lambda x: np.exp(x), x) == [("loop", "exp")]  # vectorised: 4x NumPy
+    assert steps(lambda x: x.sum(), x) == [("loop", "sum")]
+    assert [k for k, _ in steps(lambda x: x * 2 + 1, x)] == ["loop"]
+
+
+def test_a_kernel_inside_a_big_one_stays_fused(default_policy):
+    """Row-level values (a row's max) have few elements but live in the row kernel."""
+    def softmax(x):
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    assert [k for k, _ in steps(softmax, np.ones((1000, 10), np.float32))] == ["loop"]
+
+
+@pytest.mark.parametrize("shape", [(1,), (7, 3), (40, 50), (70, 70)])
+def test_numpy_steps_and_kernels_agree(default_policy, shape):
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(shape).astype(np.float32) for _ in range(3)]
+    with np.errstate(all="ignore"):
+        expected = update(*args)
+    for got, want in zip(tj.jit(update)(*args), expected, strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_settings_come_from_the_environment_and_python(monkeypatch):
+    monkeypatch.setenv("TRACEJIT_MIN_KERNEL_SIZE", "100")
+    monkeypatch.setenv("TRACEJIT_COMPILE", "Background")
+    s = Settings()
+    assert (s.min_kernel_size, s.compile) == (100, "background")
+    monkeypatch.setenv("TRACEJIT_COMPILE", "later")
+    with pytest.warns(RuntimeWarning, match="TRACEJIT_COMPILE='later'"):
+        assert Settings().compile == "sync"
+    with pytest.raises(ValueError, match="compile must be one of"):
+        s.compile = "eager"
+    with pytest.raises(AttributeError, match="no setting 'compiler'"):
+        s.compiler = "sync"
