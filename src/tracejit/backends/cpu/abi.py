@@ -2,9 +2,12 @@
 
 A kernel is ``void kernel(int64 args)`` (see :mod:`.native`): ``arg(args, j, dtype)`` is a
 typed pointer to the data of array ``j`` of the argument tuple, which the kernel wraps in a
-``carray`` of the static shape or dereferences (0-d). ``stack(n, dtype)`` is a pointer to
-``n`` elements of stack memory (per-thread scratch that LLVM keeps in registers where it
-can; Numba's heap arrays would tie the kernel to Numba's runtime). ``thread_id()``,
+``carray`` or dereferences (0-d). ``dim(args, j, d)`` is that array's extent ``d``, as an
+unsigned 64-bit value: a kernel takes its outer extent at run time (one compiled kernel
+serves every batch size), its inner extents are literals (constant strides, vector
+loops). ``stack(n, dtype)`` is a pointer to ``n`` elements of stack memory (per-thread
+scratch that LLVM keeps in registers where it can; Numba's heap arrays would tie the
+kernel to Numba's runtime). ``thread_id()``,
 ``num_threads()`` and ``barrier()`` are libgomp's, as unsigned 64-bit values: loop indices
 derived from them stay unsigned, so Numba emits no negative-index wraparound and the
 loops still vectorise.
@@ -16,7 +19,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .native import ARRAY_DATA, TUPLE_ITEMS
+from .native import ARRAY_DATA, ARRAY_DIMENSIONS, TUPLE_ITEMS
 
 U = np.uint64
 
@@ -43,6 +46,26 @@ def arg(typingctx, args, j, dtype):
         return builder.inttoptr(data, context.get_value_type(types.CPointer(ty)))
 
     return types.CPointer(ty)(args, j, dtype), codegen
+
+
+@intrinsic
+def dim(typingctx, args, j, d):
+    """``(uint64) ((PyArrayObject *) PyTuple_GET_ITEM(args, j))->dimensions[d]``"""
+    if not (isinstance(j, types.IntegerLiteral) and isinstance(d, types.IntegerLiteral)):
+        return None
+    index, axis = j.literal_value, d.literal_value
+
+    def codegen(context, builder, signature, llargs):
+        word = ir.IntType(64)
+
+        def load(address):
+            return builder.load(builder.inttoptr(address, word.as_pointer()))
+
+        item = load(builder.add(llargs[0], word(TUPLE_ITEMS + 8 * index)))
+        dims = load(builder.add(item, word(ARRAY_DIMENSIONS)))
+        return load(builder.add(dims, word(8 * axis)))
+
+    return types.uint64(args, j, d), codegen
 
 
 @intrinsic

@@ -5,8 +5,9 @@ process whose kernels are already in the disk cache. So a kernel is a C function
 ``void kernel(int64 args)``, compiled by Numba (``cfunc``) once and linked into a shared
 library; any later process only ``dlopen``s it. ``args`` is the address of a Python tuple
 of C-contiguous ndarrays (inputs, outputs, scratch) that the caller keeps alive; the
-kernel reads an array's data pointer through CPython's tuple layout and NumPy's array
-struct, at the offsets below, which :func:`configure` checks against this interpreter.
+kernel reads an array's data pointer (and the extents it takes at run time) through
+CPython's tuple layout and NumPy's array struct, at the offsets below, which
+:func:`configure` checks against this interpreter.
 
 Parallel kernels run on libgomp's thread team: ``GOMP_parallel`` calls the kernel on
 every thread and each takes its share of the outer loop from ``omp_get_thread_num``.
@@ -35,6 +36,7 @@ from ...errors import BackendUnavailable
 # from Python 3.14 a cached hash), which is what a tuple's basic size measures.
 TUPLE_ITEMS = tuple.__basicsize__
 ARRAY_DATA = 16  # offset of the data pointer in NumPy's PyArrayObject (refcount, type, data)
+ARRAY_DIMENSIONS = 32  # offset of its ``npy_intp *dimensions`` (after data and ``int nd``)
 
 KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # void kernel(args)
 
@@ -78,16 +80,24 @@ def configure() -> ctypes.CDLL:
         gomp = ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
     gomp.GOMP_parallel.argtypes = [KERNEL, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint]
     gomp.GOMP_parallel.restype = None
-    probe = np.arange(3.0)
+    probe = np.zeros((3, 5))
     box = (probe,)
     if (sys.maxsize != 2**63 - 1
             or ctypes.c_void_p.from_address(id(box) + TUPLE_ITEMS).value != id(probe)
-            or ctypes.c_void_p.from_address(id(probe) + ARRAY_DATA).value != probe.ctypes.data):
+            or ctypes.c_void_p.from_address(id(probe) + ARRAY_DATA).value != probe.ctypes.data
+            or _dimensions(probe) != [3, 5]):
         raise BackendUnavailable(
             "the CPU backend's kernels read tuples and arrays at CPython's and NumPy's usual "
             "struct offsets, which this interpreter does not use",
             hint="use a 64-bit CPython build without free threading, or backend='reference'")
     return gomp
+
+
+def _dimensions(array: np.ndarray) -> list[int]:
+    """The extents ``array``'s struct points to at ``ARRAY_DIMENSIONS`` (where kernels read
+    their run-time extents)."""
+    pointer = ctypes.c_void_p.from_address(id(array) + ARRAY_DIMENSIONS).value
+    return list((ctypes.c_int64 * array.ndim).from_address(pointer))
 
 
 # After a pause this long the thread team is asleep: libgomp's threads spin only a few
