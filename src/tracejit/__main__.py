@@ -125,11 +125,12 @@ def cache_command(action: str) -> None:
     print(f"tracejit disk cache: {root}")
     if found:
         now = time.time()
-        print(f"{'key':<12}  {'function':<24}  {'kernels':>7}  {'size':>10}  "
+        print(f"{'key':<12}  {'kernel':<40}  {'kernels':>7}  {'size':>10}  "
               f"{'written':>11}  {'last used':>11}")
         for e in found:
             note = f"  (left alone: {e.distrust})" if e.distrust else ""
-            print(f"{e.directory.name[:12]}  {e.function[:24]:<24}  {e.kernels:>7}  "
+            kernel = e.function if len(e.function) <= 40 else e.function[:37] + "..."
+            print(f"{e.directory.name[:12]}  {kernel:<40}  {e.kernels:>7}  "
                   f"{_size(e.size):>10}  {_age(now - e.written):>11}  "
                   f"{_age(now - e.used):>11}{note}")
     total = sum(e.size for e in found)

@@ -3,8 +3,10 @@
 Each loop kernel is a loop nest over its iteration shape (``emitter.py`` writes it: map,
 rows or scatter), compiled as a C function ``void kernel(args)`` (see ``native.py``): its
 inputs, outputs and scratch arrays arrive as a tuple of C-contiguous arrays, read through
-pointers with static shapes, so indexing compiles to constant strides and LLVM vectorises
-the innermost loop. Inputs keep their own (unbroadcast) shapes and are indexed at the loop
+pointers with static inner extents, so indexing compiles to constant strides and LLVM
+vectorises the innermost loop; the outer extent is read at run time, so one compiled
+kernel serves every batch size (each kernel is a module of its own, the same text for the
+same computation). Inputs keep their own (unbroadcast) shapes and are indexed at the loop
 axes the fusion pass gives them (``Kernel.axes``: NumPy's broadcasting). Reductions
 accumulate into keepdims-shaped outputs the runner pre-fills with the identity. A large
 kernel runs its outer loop on libgomp's threads, each taking a contiguous share. Library
@@ -54,18 +56,25 @@ def fusible(node: Node) -> bool:
 
 @dataclass
 class Generated:
-    """``kernels``: the Numba module (compiled once, then loaded from the disk cache);
-    ``runner``: the Python module defining ``run``, executed with ``namespace`` plus the
-    compiled kernels bound to the names ``kernel_names``."""
+    """``kernels``: one Numba module per loop kernel, each defining the cfunc ``kernel``
+    and nothing of the graph (so equal kernels are compiled once, in the process and on
+    disk); ``runner``: the Python module defining ``run``, executed with ``namespace`` plus
+    the compiled kernels bound to the names ``kernel_names``; ``notes``: per kernel, a
+    comment saying where it comes from, for ``source`` (which shows everything)."""
 
-    kernels: str
+    kernels: list[str]
     runner: str
     namespace: dict
     kernel_names: list[str]
+    title: str
+    notes: list[str]
 
     @property
     def source(self) -> str:
-        return self.kernels + "\n" + self.runner
+        parts = [self.title]
+        for note, text in zip(self.notes, self.kernels, strict=True):
+            parts += [note, text]
+        return "\n".join([*parts, self.runner])
 
 
 def partition(graph: Graph) -> tuple[Graph, list[Kernel]]:
@@ -118,7 +127,7 @@ def generate(graph: Graph, profile: bool = False) -> Generated:
             body.append(f"record({k}, clock() - t_start)")
     args = ", ".join(mod.names[v] for v in graph.inputs)
     outs = ", ".join(mod.name(v) for v in graph.outputs)
-    runner = ["# runner: plain Python, calling the kernels above through ctypes",
+    runner = ["# runner: plain Python, calling the kernels above (as kernel<step>) through ctypes",
               f"def run({args}):", "    step = -1", "    try:"]
     runner += [f"        {line}" for line in body or ["pass  # nothing to compute"]]
     runner += [
@@ -126,16 +135,14 @@ def generate(graph: Graph, profile: bool = False) -> Generated:
         "        raise located(e, step) from None",
         f"    return [{outs}]",
     ]
-    if mod.math:
-        mod.lines.insert(4, f"from tracejit.backends.cpu.math import {', '.join(sorted(mod.math))}")
     mod.namespace["locations"] = [k.nodes[0].loc for k in kernels]
     mod.namespace["steps"] = [
         StepInfo(f"{'kernel' if k.kind == 'loop' else 'lib'}{i}", ", ".join(n.op for n in k.nodes),
                  k.nodes[0].loc, sum(_nbytes(v) for v in k.inputs + k.outputs))
         for i, k in enumerate(kernels)
     ]
-    return Generated("\n".join(mod.lines) + "\n", "\n".join(runner) + "\n", mod.namespace,
-                     mod.kernels)
+    return Generated(mod.kernels, "\n".join(runner) + "\n", mod.namespace, mod.kernel_names,
+                     f"# tracejit CPU backend: {graph.name}\n", mod.notes)
 
 
 def _nbytes(v: Value) -> int:

@@ -2,14 +2,16 @@
 signature an earlier process compiled loads its machine code instead of compiling it
 again, and without importing Numba (see ``native.py``).
 
-An entry is a directory named by a hash of everything that decides the machine code: the
-optimised IR (ops, attributes, types and every constant's bytes), the generated kernel
-source, the backend's own source files (the generated module imports helpers from them),
-the host CPU (the code uses its vector instructions), the interpreter (the kernels read
-its tuples' layout), and the tracejit and Numba versions. It holds the kernel module as
-``kernels.py`` (what ``lower().source`` shows), the kernels linked into a shared library
-``kernels-<hash>.so``, and ``index.json``: the library's name and SHA-256 and the
-kernels' symbol names.
+An entry holds one loop kernel, and is a directory named by a hash of everything that
+decides its machine code: the kernel's generated module (which names no graph: kernels
+equal up to their names in the graph share an entry, across functions and signatures; it
+inlines scalar constants and reads array constants as arguments, and its outer extent at
+run time), the backend's own source files (the generated module imports helpers from
+them), the host CPU (the code uses its vector instructions), the interpreter (the kernels
+read its tuples' layout), and the tracejit and Numba versions. It holds the kernel module
+as ``kernels.py`` (its first line says what the kernel computes), the kernel linked into
+a shared library ``kernels-<hash>.so``, and ``index.json``: the library's name and
+SHA-256 and the kernel's symbol name.
 
 ``TRACEJIT_CACHE_DIR`` sets the location (default ``$XDG_CACHE_HOME/tracejit`` or
 ``~/.cache/tracejit``); ``TRACEJIT_DISK_CACHE=0`` turns the cache off.
@@ -57,14 +59,11 @@ import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import numpy as np
-
 from ..._version import __version__
 from ...errors import DiskCacheWarning
-from ...ir import Graph
 from . import native
 
-_FORMAT = "tracejit-diskcache-2"  # bump when the layout of an entry changes
+_FORMAT = "tracejit-diskcache-3"  # bump when the layout of an entry changes
 
 
 class NotCacheable(OSError):
@@ -103,28 +102,15 @@ def cache_dir() -> Path:
     return Path(base) / "tracejit"
 
 
-def key(graph: Graph, source: str, backend: str) -> str:
-    """Hex digest naming the entry. The printed graph elides large constants, so every
-    array attribute's dtype, shape and bytes are hashed as well."""
+def key(source: str, backend: str) -> str:
+    """Hex digest naming the entry of the kernel module ``source``. Not the graph: the
+    source alone decides the kernel's machine code (array constants are arguments)."""
     h = hashlib.sha256()
     for part in (_FORMAT, backend, _backend_fingerprint(), __version__,
-                 _numba_version(), _abi(), _host(), str(graph), source):
+                 _numba_version(), _abi(), _host(), source):
         h.update(part.encode())
         h.update(b"\0")
-    for node in graph.nodes:
-        for name, value in node.attrs.items():
-            for arr in _arrays(value):
-                h.update(f"{node.op}.{name}:{arr.dtype.str}{arr.shape}".encode())
-                h.update(np.ascontiguousarray(arr).view(np.uint8).data)
     return h.hexdigest()[:40]
-
-
-def _arrays(value):
-    if isinstance(value, np.ndarray):
-        yield value
-    elif isinstance(value, (tuple, list)):
-        for v in value:
-            yield from _arrays(v)
 
 
 @functools.cache
@@ -146,7 +132,7 @@ def _abi() -> str:
     """The interpreter the kernels are built for: they read its tuples and NumPy's arrays
     at fixed offsets (``native.py``), and Python 3.14 moved a tuple's items."""
     return (f"{sys.implementation.cache_tag}: tuple items at {native.TUPLE_ITEMS}, "
-            f"array data at {native.ARRAY_DATA}")
+            f"array data at {native.ARRAY_DATA}, dimensions at {native.ARRAY_DIMENSIONS}")
 
 
 @functools.cache
@@ -174,16 +160,13 @@ def _backend_fingerprint() -> str:
 
 
 class Entry:
-    """One cache entry: the directory, its ``kernels.py``, and how many of its kernels were
-    loaded from disk or compiled in this process."""
+    """One cache entry: the directory and its ``kernels.py``."""
 
     def __init__(self, directory: Path, source: bytes):
         self.directory = directory
         self.source = source  # to write the entry again if another process evicts it
         self.path = directory / "kernels.py"
         self.index = directory / "index.json"
-        self.loaded = 0
-        self.compiled = 0
 
     def load(self, n: int) -> list | None:
         """The entry's ``n`` kernels as callables, or None when they have not been saved
@@ -211,7 +194,6 @@ class Entry:
             if not self.index.exists():  # another process evicted the entry: a plain miss
                 return None
             return self._discard_library(e)
-        self.loaded += n
         _count(loaded=n)
         _touch(self.directory)
         return kernels
@@ -220,7 +202,6 @@ class Entry:
         """Link the kernels (``objects()`` gives their object code) into a library named by
         its hash (a process never reloads a stale library of the same name). Failing only
         costs later processes a compile, so it warns rather than raises."""
-        self.compiled += len(symbols)
         _count(compiled=len(symbols))
         tmp = self.directory / f".kernels.{uuid.uuid4().hex[:12]}.so"
         try:
@@ -245,14 +226,6 @@ class Entry:
         finally:
             tmp.unlink(missing_ok=True)
 
-    def describe(self) -> str:
-        n = lambda count: f"{count} kernel{'s' if count != 1 else ''}"
-        if self.compiled:
-            return f"disk cache miss ({n(self.compiled)} compiled, {self.loaded} loaded)"
-        if self.loaded:
-            return f"disk cache hit ({n(self.loaded)} loaded)"
-        return "disk cache: no kernels"
-
     def _discard_library(self, error: Exception) -> None:
         for path in (self.index, *self.directory.glob("kernels-*.so")):
             path.unlink(missing_ok=True)
@@ -262,23 +235,11 @@ class Entry:
                       DiskCacheWarning, stacklevel=3)
 
 
-class _Off:
-    """Where kernels compiled with the disk cache off (or unusable) live: nowhere."""
-
-    directory = None
-
-    def describe(self) -> str:
-        return "disk cache off"
-
-
-OFF = _Off()
-
-
-def open_entry(graph: Graph, source: str, backend: str) -> Entry | None:
-    """The entry for this generated module, with ``kernels.py`` written if it is new; None
+def open_entry(source: str, backend: str) -> Entry | None:
+    """The entry for this kernel module, with ``kernels.py`` written if it is new; None
     when the cache directory cannot be written (a warning says so)."""
     root = cache_dir()
-    directory = root / key(graph, source, backend)
+    directory = root / key(source, backend)
     path = directory / "kernels.py"
     data = source.encode()
     try:
@@ -461,13 +422,14 @@ class EntryInfo:
 
     @property
     def function(self) -> str:
-        """The traced function's name, from ``kernels.py``'s first line."""
+        """What the kernel computes (its ops and loop extents), from ``kernels.py``'s first
+        line (an entry of an older tracejit names the traced function there)."""
         try:
             with open(self.directory / "kernels.py") as f:
                 first = f.readline()
         except OSError:
             return "?"
-        return first.removeprefix("# tracejit CPU backend:").strip() or "?"
+        return first.partition(":")[2].strip() or "?"
 
     @property
     def kernels(self) -> int:

@@ -14,8 +14,15 @@ A kernel takes one of three loop shapes, each a method of ``LoopEmitter``:
 A kernel of at least ``PARALLEL_MIN_SIZE`` elements runs its first dimension on libgomp's
 threads, each taking a contiguous share. Two shapes need a work split for that: a
 one-phase rows kernel reducing every axis (*full*) and a scatter kernel reducing its first
-dimension (*blocked*) run that dimension in blocks, each reducing into its own partial
-result, which thread 0 combines after a barrier.
+dimension (*blocked*) run that dimension in ``PARALLEL_BLOCKS`` blocks, each reducing into
+its own partial result, which thread 0 combines after a barrier.
+
+Each kernel is a module of its own defining one ``cfunc`` named ``kernel``, and nothing in
+it depends on the graph, the step or the user's source lines: two kernels computing the
+same thing on the same types have the same source, which is what the process and the disk
+cache compile once. Its first dimension's extent is read at run time (``n0 = dim(args, j,
+0)`` from an argument spanning it), so the same kernel serves every batch size; the inner
+extents stay literals, for constant strides and vector loops.
 """
 
 from __future__ import annotations
@@ -34,17 +41,19 @@ PARALLEL_MIN_SIZE = 1 << 17  # below this, a thread launch costs more than it sa
 PARALLEL_BLOCKS = 16  # blocks of a reduced first dimension, each with partial results
 LANE_BYTES = 64  # one AVX-512 register of partial accumulators per reduction
 
+_IMPORTS = ["import numpy as np", "from numba import carray, cfunc, types",
+            "from tracejit.backends.cpu.abi import U, arg, barrier, dim, num_threads, stack, "
+            "thread_id"]
+
+
 class Module:
     """Accumulates the generated kernels, the runner, and the objects they refer to."""
 
     def __init__(self, graph: Graph):
         self.graph = graph
-        self.lines: list[str] = [f"# tracejit CPU backend: {graph.name}", "import numpy as np",
-                                 "from numba import carray, cfunc, types",
-                                 "from tracejit.backends.cpu.abi import U, arg, barrier, "
-                                 "num_threads, stack, thread_id", ""]
-        self.math: set[str] = set()  # functions of backends/cpu/math.py the kernels call
-        self.kernels: list[str] = []  # names of the loop kernels, in step order
+        self.kernels: list[str] = []  # the loop kernels' module sources, in step order
+        self.kernel_names: list[str] = []  # the runner's names for them
+        self.notes: list[str] = []  # per kernel, where it comes from (not compiled)
         self.namespace: dict = {"np": np}
         self.consts: dict[Value, object] = {
             n.out: n.attrs["value"] for n in graph.nodes if n.op == "constant"}
@@ -80,6 +89,8 @@ class LoopEmitter:
         self.mod, self.k, self.kern, self.where = mod, k, kern, where
         self.shape = kern.shape or (1,)  # a 0-d kernel runs as one element
         self.nd = len(self.shape)
+        self.math: set[str] = set()  # functions of backends/cpu/math.py the kernel calls
+        self.outer: str = str(self.shape[0])  # the first extent: "n0" once read at run time
         self.big = math.prod(self.shape) >= PARALLEL_MIN_SIZE
         self.idx = ", ".join(f"i{d}" for d in range(self.nd))
         self.scatter = bool(kern.reductions) and not kern.rows
@@ -98,39 +109,58 @@ class LoopEmitter:
     # ------------------------------------------------------------------ arguments
 
     def param(self, local: str, runner: str, dtype: np.dtype,
-              shape: tuple[int, ...] | None) -> None:
-        """Append an argument: an array of ``shape``, or a scalar for ``shape=None``."""
+              shape: tuple[int, ...] | None, outer: bool = False) -> None:
+        """Append an argument: an array of ``shape``, or a scalar for ``shape=None``. An
+        ``outer`` array spans the loop's first dimension with its own first: that extent
+        is the run-time ``n0``, read from the first such argument."""
         n = len(self.params)
         if shape is None and dtype.kind == "b":  # a bool pointer loads a byte, not an i1
             self.unpack.append(f"{local} = arg(args, {n}, np.uint8)[0] != 0")
         else:
             pointer = f"arg(args, {n}, {NUMBA.dtype_name(dtype)})"
+            if outer and self.kern.shape:
+                if self.outer != "n0":
+                    self.outer = "n0"
+                    self.unpack.insert(0, f"n0 = dim(args, {n}, 0)  # the outer extent")
+                shape = f"(n0, {', '.join(map(str, shape[1:]))})".replace(", )", ",)")
             self.unpack.append(f"{local} = {pointer}[0]" if shape is None else
                                f"{local} = carray({pointer}, {shape})")
         self.params.append(local)
         self.call.append(runner)
 
     def bind_inputs(self) -> None:
-        """Parameters for the inputs: matmul operands whole, scalars by value, constant
-        scalars inlined as literals, arrays read unbroadcast at the loop axes they are held
-        at (a zero-stride view would stop vectorisation)."""
+        """Parameters for the inputs: matmul operands whole, scalars by value, arrays read
+        unbroadcast at the loop axes they are held at (a zero-stride view would stop
+        vectorisation). Constant scalars are literals where integer code or an exponent
+        gains from one (division by a constant, ``x ** 2``); those only float arithmetic
+        uses (often shape-derived: ``/ x.shape[0]``, a mean) are passed by the runner as
+        0-d arrays it makes once, so that a new batch size gives the same kernel."""
         kern, mod = self.kern, self.mod
         contracted = {v for n in kern.nodes if n.op == "matmul" for v in n.inputs}
+        columns = {n.inputs[1] for n in kern.nodes if n.op == "matmul"}
+        literal = {v for n in kern.nodes if n.out.type.dtype.kind != "f" for v in n.inputs}
+        literal |= {n.inputs[1] for n in kern.nodes if n.op == "power"}
         elementwise_use = {v for n in kern.nodes if n.op != "matmul" for v in n.inputs}
         for j, v in enumerate(kern.inputs):
             if v in contracted:  # matmul operands are read whole, with their own indices
-                self.param(f"m{j}", mod.name(v), v.type.dtype, v.type.shape)
+                rows = self.nd == 2 and v not in columns and v.type.shape[0] == self.shape[0] > 1
+                self.param(f"m{j}", mod.name(v), v.type.dtype, v.type.shape, rows)
                 self.whole[v] = f"m{j}"
             if v in contracted and v not in elementwise_use:
                 continue
-            if v in mod.consts and v.type.ndim == 0:
+            if v in mod.consts and v.type.ndim == 0 and v in literal:
                 self.ref[v] = Const(mod.consts[v])
             elif v.type.ndim == 0:
                 T = NUMBA.dtype_name(v.type.dtype)
-                self.param(f"s{j}", f"np.asarray({mod.name(v)}, {T})", v.type.dtype, None)
+                runner = f"np.asarray({mod.name(v)}, {T})"
+                if v in mod.consts:
+                    runner = f"{mod.name(v)}_0d"
+                    mod.namespace[runner] = np.asarray(mod.consts[v], v.type.dtype)
+                self.param(f"s{j}", runner, v.type.dtype, None)
                 self.ref[v] = f"s{j}"
             else:
-                self.param(f"x{j}", mod.name(v), v.type.dtype, v.type.shape)
+                self.param(f"x{j}", mod.name(v), v.type.dtype, v.type.shape,
+                           kern.axes[v][:1] == (0,))
                 self.ref[v] = f"x{j}[{_index(kern.axes[v])}]"
 
     def allocate_outputs(self) -> None:
@@ -151,7 +181,7 @@ class LoopEmitter:
             else:
                 alloc = (node.out.type.shape if kern.is_row_level(node) else self.shape) or (1,)
                 self.pre.append(f"{name} = np.empty({alloc}, {T})")
-            self.param(f"o{n}", name, node.out.type.dtype, alloc)
+            self.param(f"o{n}", name, node.out.type.dtype, alloc, kern.axes[node.out][:1] == (0,))
             if alloc != node.out.type.shape:
                 self.post.append(f"{name} = {name}.reshape({node.out.type.shape})")
 
@@ -184,7 +214,7 @@ class LoopEmitter:
             zero = NUMBA.constant(0, node.out.type.dtype)
             return " + ".join([zero] + [f"{a}[{i}, {k}] * {b}[{k}, {j}]"
                                         for k in range(node.inputs[0].type.shape[1])])
-        self.mod.math |= NUMBA.math_calls(node)
+        self.math |= NUMBA.math_calls(node)
         return NUMBA.expr(node, [self.ref[v] for v in node.inputs])
 
     def identity(self, node: Node) -> str:
@@ -246,15 +276,19 @@ class LoopEmitter:
         else:
             loops = self.emit_rows()
         kern, k = self.kern, self.k
-        src = [f"# kernel {k}: loop over {list(kern.shape)} "
-               f"({', '.join(n.op for n in kern.nodes)}), {self.where}",
-               "@cfunc(types.void(types.int64), error_model='numpy')",
-               f"def kernel{k}(args):"]
+        extents = ", ".join([self.outer, *map(str, self.shape[1:])]) if kern.shape else ""
+        imports, math = list(_IMPORTS), ", ".join(sorted(self.math))
+        if math:
+            imports.append(f"from tracejit.backends.cpu.math import {math}")
+        src = [f"# tracejit CPU kernel: {', '.join(n.op for n in kern.nodes)} over [{extents}]",
+               *imports, "", "", "@cfunc(types.void(types.int64), error_model='numpy')",
+               "def kernel(args):"]
         src += [f"    {line}" for line in self.unpack]
         if self.parallel:
             src.append("    t, nt = thread_id(), num_threads()  # each thread takes a share")
-        self.mod.lines += src + loops + [""]
-        self.mod.kernels.append(f"kernel{k}")
+        self.mod.kernels.append("\n".join(src + loops) + "\n")
+        self.mod.kernel_names.append(f"kernel{k}")
+        self.mod.notes.append(f"# kernel{k} ({self.where}), compiled as `kernel` from:")
         body.extend(f"step = {k}; {line}" for line in self.pre)
         launch = f"parallel(kernel{k}, args)" if self.parallel else f"kernel{k}(id(args))"
         args = ", ".join(self.call) + "," * (len(self.call) == 1)
@@ -275,11 +309,11 @@ class LoopEmitter:
             self.blocked = [n for n in self.kern.reductions if 0 in n.attrs["axis"]]
         if not self.blocked:
             return self.nest(0, "    ")
-        nblocks = min(self.shape[0], PARALLEL_BLOCKS)
+        nblocks, n0 = PARALLEL_BLOCKS, self.outer
         self.partials(self.blocked, lambda n: (nblocks, *_keepdims_shape(n, self.shape)), True)
-        src = [f"    for b in {_share(nblocks)}:",
-               f"        for i0 in range(b * U({self.shape[0]}) // U({nblocks}), "
-               f"(b + U(1)) * U({self.shape[0]}) // U({nblocks})):"]
+        src = [f"    for b in {_share(str(nblocks))}:",
+               f"        for i0 in range(b * U({n0}) // U({nblocks}), "
+               f"(b + U(1)) * U({n0}) // U({nblocks})):"]
         src += self.nest(1, "            ") + _COMBINE_HEAD
         for n in self.blocked:
             j = self.kern.nodes.index(n)
@@ -298,10 +332,15 @@ class LoopEmitter:
         threads in a parallel kernel; returns them and the indent of their body."""
         src = []
         for d in range(first, last):
-            rng = _share(self.shape[d]) if d == 0 and self.parallel else f"range({self.shape[d]})"
+            rng = _share(self.extent(d)) if d == 0 and self.parallel else f"range({self.extent(d)})"
             src.append(f"{indent}for i{d} in {rng}:")
             indent += "    "
         return src, indent
+
+    def extent(self, d: int) -> str:
+        """The extent of loop dimension ``d``: the first one read at run time (``n0``) where
+        an argument spans it, the others literals."""
+        return self.outer if d == 0 else str(self.shape[d])
 
     def emit_rows(self) -> list[str]:
         """Outer loops over the leading dimensions, then each phase in turn per row. A large
@@ -312,29 +351,31 @@ class LoopEmitter:
         full = split == 0 and self.big and self.shape[0] > 1 and n_phases == 1
         self.parallel = (split > 0 or full) and self.big
         src, indent = self.loops(0, split, "    ")
-        block = None
         if full:
-            block = self.full_blocks()
-            src += [f"{indent}for b in {_share(block[0])}:", f"{indent}    lo = b * U({block[1]})",
-                    f"{indent}    hi = min(U({self.shape[0]}), lo + U({block[1]}))"]
+            src += self.full_blocks(indent)
             indent += "    "
         done: set[Value] = set()
         for p in range(n_phases):
             src += self.row_phase(p, split, indent, done, full)
         if full:
-            src += self.combine_full(block[0])
+            src += self.combine_full()
         return src
 
-    def full_blocks(self) -> tuple[int, int]:
-        """(blocks, rows per block) of a *full* kernel, adding their partial results: 16
-        blocks, of a whole number of lanes in 1-d (the lane loops need aligned starts)."""
+    def full_blocks(self, indent: str) -> list[str]:
+        """The loop over the blocks of a *full* kernel, each adding its rows ``lo`` to ``hi``
+        into its partial result: ``PARALLEL_BLOCKS`` blocks (trailing ones empty where the
+        run-time extent is short), of a whole number of lanes in 1-d (the lane loops need
+        aligned starts)."""
         reds = self.kern.reductions
         lanes = LANE_BYTES // max(n.out.type.dtype.itemsize for n in reds)
-        chunk = -(-self.shape[0] // PARALLEL_BLOCKS)
-        chunk = -(-chunk // lanes) * lanes if self.nd == 1 else chunk
-        nblocks = -(-self.shape[0] // chunk)
-        self.partials(reds, lambda n: (nblocks,), False)
-        return nblocks, chunk
+        self.partials(reds, lambda n: (PARALLEL_BLOCKS,), False)
+        n0, blocks = f"U({self.outer})", f"U({PARALLEL_BLOCKS})"
+        src = [f"{indent}chunk = ({n0} + {blocks} - U(1)) // {blocks}  # rows per block"]
+        if self.nd == 1:
+            src.append(f"{indent}chunk = (chunk + U({lanes - 1})) // U({lanes}) * U({lanes})")
+        return src + [f"{indent}for b in {_share(str(PARALLEL_BLOCKS))}:",
+                      f"{indent}    lo = min({n0}, b * chunk)",
+                      f"{indent}    hi = min({n0}, lo + chunk)"]
 
     def row_phase(self, p: int, split: int, indent: str, done: set[Value],
                   full: bool) -> list[str]:
@@ -358,12 +399,13 @@ class LoopEmitter:
             return src
         done_inner = done | {n.out for n in self.row_level}
         lanes = LANE_BYTES // max((n.out.type.dtype.itemsize for n in reds), default=1)
-        if reds and split == self.nd - 1 and self.shape[-1] >= 2 * lanes:
+        last = self.extent(self.nd - 1)
+        if reds and split == self.nd - 1 and (not last.isdigit() or int(last) >= 2 * lanes):
             src += self.lane_pass(sinks, reds, lanes, indent, done_inner, full)
         else:
             inner = indent
             for d in range(split, self.nd):
-                bounds = "lo, hi" if full and d == 0 else self.shape[d]
+                bounds = "lo, hi" if full and d == 0 else self.extent(d)
                 src.append(f"{inner}for i{d} in range({bounds}):")
                 inner += "    "
             src += [f"{inner}{line}" for line in self.compute(sinks, done_inner)]
@@ -380,11 +422,15 @@ class LoopEmitter:
         """The pass over a row of a phase with reductions ``reds``, in lanes: the lane
         loops over whole groups of ``lanes`` elements, a scalar loop over the remainder,
         then the lanes combined into each reduction's local."""
-        last = self.shape[-1]
-        lo, hi = ("lo", "hi") if full else ("0", str(last))
-        end = f"hi - (hi - lo) % U({lanes})" if full else str(last - last % lanes)
+        last = self.extent(self.nd - 1)
+        if full:
+            lo, hi, end = "lo", "hi", f"hi - (hi - lo) % U({lanes})"
+        elif last.isdigit():
+            lo, hi, end = "0", last, str(int(last) - int(last) % lanes)
+        else:  # a 1-d row of run-time length
+            lo, hi, end = "0", last, f"{last} - {last} % U({lanes})"
         src = self.lane_loops(reds, lo, end, lanes, indent, self.compute(sinks, set(done), "lane"))
-        if full or last % lanes:
+        if full or not last.isdigit() or int(last) % lanes:
             src.append(f"{indent}for i{self.nd - 1} in range({end}, {hi}):  # the remainder")
             src += [f"{indent}    {line}" for line in self.compute(sinks, done)]
         src.append(f"{indent}for lane in range({lanes}):  # combine the lanes")
@@ -411,13 +457,13 @@ class LoopEmitter:
         lines += [f"{indent}        {line}" for line in body]
         return lines
 
-    def combine_full(self, nblocks: int) -> list[str]:
+    def combine_full(self) -> list[str]:
         """Thread 0 reduces the blocks' partial results of a *full* kernel, in order."""
         src = list(_COMBINE_HEAD)
         for n in self.kern.reductions:
             j, T = self.kern.nodes.index(n), NUMBA.dtype_name(n.out.type.dtype)
             src += [f"        r{j} = {T}({self.identity(n)})",
-                    f"        for b in range({nblocks}):",
+                    f"        for b in range({PARALLEL_BLOCKS}):",
                     f"            r{j} = {self.fold(n, f'r{j}', f'p{j}[b]')}",
                     f"        o{j}[{_red_index(n, self.nd)}] = r{j}"]
         return src
@@ -427,7 +473,7 @@ _COMBINE_HEAD = ["    barrier()  # wait for every block",
                  "    if t == 0:  # thread 0 combines the blocks' partial results"]
 
 
-def _share(n: int) -> str:
+def _share(n: str) -> str:
     """This thread's contiguous share of ``range(n)``."""
     return f"range(t * U({n}) // nt, (t + U(1)) * U({n}) // nt)"
 
