@@ -36,7 +36,7 @@ def chain(x, y):
 @pytest.fixture(autouse=True)
 def _no_kernels_in_memory(monkeypatch):
     """Each test starts with no kernel compiled in this process, so it goes to disk."""
-    monkeypatch.setattr(cpu, "_compiled", {})
+    monkeypatch.setattr(cpu.kernels, "_compiled", {})
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def cache(tmp_path, monkeypatch):
 def run_fresh(fn=chain):
     """Compile ``fn`` anew (a new jit object, no kernel in memory, as in a new process)
     and call it; the stats it caused."""
-    cpu._compiled.clear()
+    cpu.kernels._compiled.clear()
     before = diskcache.stats()
     out = tj.jit(fn, backend="cpu")(X, X)
     np.testing.assert_allclose(out, fn(X, X), rtol=1e-6)

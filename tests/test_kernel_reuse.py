@@ -49,7 +49,7 @@ step = tj.value_and_grad(loss, argnums=(0, 1))
 @pytest.fixture
 def fresh(tmp_path, monkeypatch):
     """No kernel compiled in this process yet, and an empty disk cache of our own."""
-    monkeypatch.setattr(cpu, "_compiled", {})
+    monkeypatch.setattr(cpu.kernels, "_compiled", {})
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("TRACEJIT_DISK_CACHE", raising=False)
     return tmp_path / "cache"
@@ -154,5 +154,5 @@ def test_a_new_process_loads_every_batch_size_from_disk(tmp_path):
         check=True).stdout) for _ in range(2))
     assert first["compiled"] >= 1 and first["reused"] == first["compiled"]  # 5 rows reused
     assert second["compiled"] == 0 and second["loaded"] == first["compiled"]
-    assert first["numba"] and not second["numba"]
+    assert not second["numba"]  # (the first may have compiled in worker processes)
     assert second["outs"] == first["outs"]

@@ -7,6 +7,12 @@ little more than flatten the arguments, build that key and look it up.
 A new signature is traced, optimised, compiled and called once; that first call belongs
 to compiling because backends may compile lazily (Numba's kernels do). ``TRACEJIT_LOG=1``
 (or ``debug``) logs each compile through the ``tracejit`` logger.
+
+With ``compile="background"`` (``jit``'s argument, else ``tracejit.config.compile``) a
+backend that can compile in another process (the CPU's) does so, and the signature runs
+on the reference interpreter (NumPy, op by op) until its kernels are ready; then the
+entry's ``run`` is swapped for the compiled runner, an atomic attribute store that calls
+in flight do not notice.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ import os
 import threading
 import time
 from collections import namedtuple
+from concurrent import futures
+from concurrent.futures import Future
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -25,6 +33,7 @@ import numpy as np
 from . import profiler, targets
 from .backends import Runner, get_backend
 from .check import compile_checked, internal_error, resolve_mode
+from .config import compile_mode, config
 from .errors import InvalidArgument, IRError, TracejitError
 from .ir import Graph, TensorType, verify
 from .ir.types import WEAK_DEFAULT
@@ -100,7 +109,8 @@ class _Entry:
     cached path); ``compile_s`` is the time it took to build, first call included;
     ``profiled`` is its profiling runner, built when first needed."""
 
-    __slots__ = ("run", "runner", "out_tree", "lowered", "compile_s", "profiled", "finish")
+    __slots__ = ("run", "runner", "out_tree", "lowered", "compile_s", "profiled", "finish",
+                 "pending", "interpreting")
 
     def __init__(self, runner: Runner, out_tree, lowered: Lowered, compile_s: float):
         self.run = runner.fn
@@ -110,6 +120,33 @@ class _Entry:
         self.compile_s = compile_s
         self.profiled: Runner | None = None
         self.finish = _finisher(out_tree, lowered.optimized_graph)
+        self.pending: Future | None = None  # the compiled runner (compile="background")
+        self.interpreting = False  # runner is the interpreter, until ``pending`` is done
+
+    def compile_later(self, later: Future) -> None:
+        """Run on the interpreter (``runner`` now) until ``later`` gives the compiled
+        runner, then on that; ``pending`` is done once the switch is made. A compile that
+        fails leaves the entry on the interpreter (right answers, NumPy's speed) and says
+        so in the log: the failure is ours."""
+        self.pending, self.interpreting = Future(), True
+        start = time.perf_counter()
+
+        def switch(done: Future) -> None:
+            try:
+                runner = done.result()
+            except Exception as e:
+                _logger().warning("tracejit: compiling %s(%s) in the background failed; it "
+                                  "keeps running on the interpreter (please report this): %s",
+                                  self.name, self.signature, e)
+                self.pending.set_exception(e)
+                return
+            self.runner, self.profiled = runner, None
+            self.run = runner.fn  # the switch: the next call runs the kernels
+            self.interpreting = False
+            _log_switch(self, time.perf_counter() - start)
+            self.pending.set_result(None)
+
+        later.add_done_callback(switch)
 
     @property
     def name(self) -> str:
@@ -161,9 +198,12 @@ class JitFunction:
     """A function compiled per signature. Create with :func:`jit`."""
 
     def __init__(self, fn, static_argnums=(), static_argnames=(), backend: str | None = None,
-                 device=None, strict: bool = False, check: bool | str | None = None):
+                 device=None, strict: bool = False, check: bool | str | None = None,
+                 compile: str | None = None):
         functools.update_wrapper(self, fn)
         self._fn = fn
+        # None: tracejit.config.compile when a signature is built
+        self._mode = None if compile is None else _compile_mode(compile)
         backend = backend or default_backend()
         kind = get_backend(backend).device_kind  # (and fail early on a misspelt backend)
         if kind is not None:  # the device picks a device backend: this asks for its device 0
@@ -373,10 +413,15 @@ class JitFunction:
                                          backend.supports, targets.CPU, sig.strict))
             t2 = time.perf_counter()
             stage = "code generation"
+            later = None
             if self._check:
                 run = compile_checked(optimized, backend, self._check, function=fn_name,
                                       traced_ir=str(graph))
-            else:
+            elif (self._mode or config.compile) == "background" and sig.device is None:
+                later = backend.compile_later(optimized)
+            if later is not None:
+                run = get_backend("reference").compile(optimized)  # until `later` is done
+            elif not self._check:
                 run = backend.compile(optimized)
         except Exception as e:
             if stage == "tracing" and not isinstance(e, IRError) or not _ours(e):
@@ -387,6 +432,8 @@ class JitFunction:
                                  traced=graph, optimized=optimized, backend=backend) from e
         t3 = time.perf_counter()
         entry = _Entry(run, out_tree, Lowered(graph, optimized, backend.name), t3 - t0)
+        if later is not None:
+            entry.compile_later(later)
         return entry, (t1 - t0, t2 - t1, t3 - t2)
 
     def _input_names(self, tree, static_pos, nargs, paths=pytree.leaf_paths) -> list[str]:
@@ -411,6 +458,15 @@ class JitFunction:
         if cached:
             return cached.lowered
         return self._build(sig, leaves)[0].lowered
+
+    def wait_compiled(self, timeout: float | None = None) -> bool:
+        """Wait until every signature compiling in the background runs compiled code (or
+        ``timeout`` seconds pass); whether they all do. A compile that failed counts as
+        done: that signature stays on the interpreter (the log says why)."""
+        with self._lock:
+            pending = [e.pending for e in self._cache.values() if e.pending is not None]
+        done, waiting = futures.wait(pending, timeout)
+        return not waiting and all(f.exception() is None for f in done)
 
     def cache_info(self) -> CacheInfo:
         return CacheInfo(int(repr(self._hits)[6:-1]), self._misses, len(self._cache))
@@ -457,6 +513,8 @@ def _log_compile(entry: _Entry, trace_s: float, passes_s: float, backend_s: floa
     low = entry.lowered
     disk = entry.runner.disk_cache  # None: a backend without a disk cache
     note = f"; {disk.describe()}" if disk is not None else ""
+    if entry.interpreting:
+        note = "; on the interpreter until its kernels, compiling in the background, are ready"
     log.info("compiled %s(%s) for %s in %s: trace %s, passes %s, codegen %s, first call %s%s",
              low.graph.name, low.signature, low.backend, _ms(entry.compile_s), _ms(trace_s),
              _ms(passes_s), _ms(backend_s), _ms(first_s), note)
@@ -465,6 +523,25 @@ def _log_compile(entry: _Entry, trace_s: float, passes_s: float, backend_s: floa
     for step in entry.runner.steps:
         where = step.location.short if step.location is not None else "?"
         log.debug("  %s: %s (%s, %d bytes)", step.name, step.ops, where, step.nbytes)
+
+
+def _log_switch(entry: _Entry, waited_s: float) -> None:
+    import logging
+
+    log = _logger()
+    if log.isEnabledFor(logging.INFO):
+        disk = entry.runner.disk_cache
+        note = f" ({disk.describe()})" if disk is not None else ""
+        log.info("%s(%s) runs compiled kernels now, %s after its first call%s",
+                 entry.name, entry.signature, _ms(waited_s), note)
+
+
+def _compile_mode(mode: str) -> str:
+    try:
+        return compile_mode(mode)
+    except ValueError as e:
+        raise InvalidArgument(str(e), hint="compile='sync' waits for the compiled kernels; "
+                              "compile='background' runs NumPy meanwhile") from None
 
 
 def _profiled_call(entry: _Entry, leaves) -> list:
@@ -601,6 +678,7 @@ def jit(
     device=None,
     strict: bool = False,
     check: bool | str | None = None,
+    compile: str | None = None,
 ):
     """Compile ``fn`` per signature. Usable as ``@jit`` or ``@jit(static_argnums=...)``.
     ``device`` (``"cpu"``, ``"cuda:N"``) overrides the ``tj.device`` block of the call;
@@ -609,9 +687,14 @@ def jit(
     ``"reference"``); ``backend="cuda"`` is ``device="cuda"``. ``check=True`` compares
     every compiled step with the reference interpreter (raising KernelMismatch),
     ``check="nan"`` stops at the first NaN or infinity made from finite inputs (raising
-    NonFiniteValue); the default comes from ``TRACEJIT_CHECK`` (``1`` or ``nan``)."""
+    NonFiniteValue); the default comes from ``TRACEJIT_CHECK`` (``1`` or ``nan``).
+    ``compile="sync"`` makes a new signature's first call wait for its kernels;
+    ``"background"`` answers it (and later calls) with the reference interpreter until
+    they are compiled (in other processes); the default is ``tracejit.config.compile``
+    (``TRACEJIT_COMPILE``). ``check`` always compiles synchronously."""
     if fn is None:
         return functools.partial(jit, static_argnums=static_argnums,
                                  static_argnames=static_argnames, backend=backend,
-                                 device=device, strict=strict, check=check)
-    return JitFunction(fn, static_argnums, static_argnames, backend, device, strict, check)
+                                 device=device, strict=strict, check=check, compile=compile)
+    return JitFunction(fn, static_argnums, static_argnames, backend, device, strict, check,
+                       compile)

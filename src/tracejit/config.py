@@ -26,12 +26,12 @@ class Settings:
     (0: compile in the calling process, one kernel after another)."""
 
     def __init__(self) -> None:
-        self.compile = _read("TRACEJIT_COMPILE", "sync", _mode)
+        self.compile = _read("TRACEJIT_COMPILE", "sync", compile_mode)
         self.min_kernel_size = _read("TRACEJIT_MIN_KERNEL_SIZE", 4096, _count)
         self.compile_workers = _read("TRACEJIT_COMPILE_WORKERS", _default_workers(), _count)
 
     def __setattr__(self, name: str, value) -> None:
-        check = {"compile": _mode, "min_kernel_size": _count, "compile_workers": _count}.get(name)
+        check = _CHECKS.get(name)
         if check is None:
             raise AttributeError(f"tracejit.config has no setting {name!r}")
         object.__setattr__(self, name, check(value))
@@ -41,7 +41,8 @@ class Settings:
                 f"{self.min_kernel_size}, compile_workers={self.compile_workers})")
 
 
-def _mode(value) -> str:
+def compile_mode(value) -> str:
+    """``value`` as a compile mode (ValueError if it is none)."""
     mode = str(value).strip().lower()
     if mode not in COMPILE_MODES:
         raise ValueError(f"compile must be one of {COMPILE_MODES}, not {value!r}")
@@ -53,6 +54,9 @@ def _count(value) -> int:
     if n < 0:
         raise ValueError(f"expected a count >= 0, not {value!r}")
     return n
+
+
+_CHECKS = {"compile": compile_mode, "min_kernel_size": _count, "compile_workers": _count}
 
 
 def _default_workers() -> int:

@@ -10,6 +10,7 @@ imports them and ``get_backend`` imports every backend.
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -90,6 +91,11 @@ class Backend(Protocol):
 
     def compile(self, graph: Graph, profile: bool = False) -> Runner:
         """The runner of ``graph``; with ``profile`` it reports each step's time."""
+
+    def compile_later(self, graph: Graph) -> Future[Runner] | None:
+        """The runner of ``graph`` as a future, compiled without holding up the caller (in
+        other processes); None from a backend that compiles only in the caller's thread
+        (``jit`` then compiles synchronously, whatever its ``compile`` mode)."""
 
     def supports(self, node: Node) -> bool:
         """Whether the backend computes ``node`` (placement runs the rest on the CPU)."""

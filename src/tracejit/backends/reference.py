@@ -31,6 +31,11 @@ def source(graph: Graph) -> str:
     return f"# reference backend: NumPy interprets this graph node by node\n{graph}"
 
 
+def compile_later(graph: Graph) -> None:
+    """Compiles only synchronously: it is the interpreter the other tiers start on."""
+    return None
+
+
 def supports(node: Node) -> bool:
     """NumPy computes every op."""
     return True

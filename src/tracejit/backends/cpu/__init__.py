@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import builtins
 import linecache
-import threading
 import time
-from dataclasses import dataclass, replace
-from pathlib import Path
+from concurrent.futures import Future
 
 import numpy as np
 
 from ...errors import IndexOutOfBounds, InvalidValue, IRError, ScalarOverflow
 from ...ir import Graph, Node
 from ..base import DiskCacheInfo, Runner, ignore
-from . import diskcache, native
+from . import kernels as store
+from . import native
+from .kernels import stats as stats
 
 name = "cpu"
 device_kind = None  # compiles for the host, chosen with jit(backend="cpu") (the default)
@@ -56,6 +56,27 @@ def compile(graph: Graph, profile: bool = False) -> Runner:
     return _runner(graph, profile, None)
 
 
+def compile_later(graph: Graph) -> Future[Runner] | None:
+    """The runner of ``graph`` as a future, its missing kernels compiling in the worker
+    processes; None when none are missing (``compile`` then finds them all at once) or the
+    workers cannot take them (see ``kernels.get_later``)."""
+    from .codegen import generate
+
+    later = store.get_later(generate(graph).kernels)
+    if later is None:
+        return None
+    runner: Future = Future()
+
+    def bind(done: Future) -> None:
+        try:
+            runner.set_result(_runner(graph, False, done.result()))
+        except Exception as e:
+            runner.set_exception(e)
+
+    later.add_done_callback(bind)
+    return runner
+
+
 def _runner(graph: Graph, profile: bool, compiled: tuple[list, DiskCacheInfo] | None) -> Runner:
     """The runner of ``graph``, binding ``compiled`` (the kernels and their disk-cache
     entry) when a runner of the same graph made them already, else compiling or loading
@@ -70,7 +91,7 @@ def _runner(graph: Graph, profile: bool, compiled: tuple[list, DiskCacheInfo] | 
         typed = next(t for base, t in _TYPED if isinstance(e, base))
         return typed(str(e), location=locations[step] if step >= 0 else None)
 
-    kernels, disk = compiled if compiled is not None else _kernels(code.kernels)
+    kernels, disk = compiled if compiled is not None else store.get(code.kernels)
     namespace = dict(code.namespace, located=located, operand=_operand, parallel=native.parallel,
                      clock=time.perf_counter, record=ignore)
     namespace.update(zip(code.kernel_names, kernels, strict=True))
@@ -79,84 +100,6 @@ def _runner(graph: Graph, profile: bool, compiled: tuple[list, DiskCacheInfo] | 
     exec(builtins.compile(code.runner, filename, "exec"), namespace)
     remake = None if profile else lambda: _runner(graph, True, (kernels, disk))
     return Runner(namespace["run"], namespace["steps"], disk, namespace, remake)
-
-
-@dataclass
-class Kernels:
-    """Where a runner's kernels came from (its ``disk_cache``, for the compile log): how
-    many Numba compiled, the disk cache loaded, or an earlier compile in this process had
-    made; ``directory`` is the first kernel's disk-cache entry (None: no entry opened)."""
-
-    compiled: int = 0
-    loaded: int = 0
-    reused: int = 0
-    directory: Path | None = None
-
-    def describe(self) -> str:
-        n = lambda count: f"{count} kernel{'s' if count != 1 else ''}"
-        reused = f", {self.reused} reused" if self.reused else ""
-        if self.directory is not None and self.compiled:
-            return f"disk cache miss ({n(self.compiled)} compiled, {self.loaded} loaded{reused})"
-        if self.directory is not None and self.loaded:
-            return f"disk cache hit ({n(self.loaded)} loaded{reused})"
-        if self.compiled:
-            return f"disk cache off ({n(self.compiled)} compiled{reused})"
-        if self.reused:
-            return f"{n(self.reused)} compiled before in this process"
-        return "no kernels"
-
-
-_compiled: dict[str, object] = {}  # kernel module source -> its callable kernel
-_lock = threading.Lock()  # guards _compiled and _totals; held while compiling
-_totals = Kernels()
-
-
-def stats() -> Kernels:
-    """How many kernels this process compiled, loaded from disk and reused, in all."""
-    return replace(_totals)
-
-
-def _kernels(sources: list[str]) -> tuple[list, Kernels]:
-    """The compiled kernels of the modules ``sources``: each distinct source compiled once
-    per process (kept in ``_compiled``) and once on disk (its own cache entry)."""
-    native.configure()
-    info = Kernels()
-    with _lock:
-        misses: dict[str, diskcache.Entry | None] = {}
-        for source in sources:
-            if source in _compiled or source in misses:
-                info.reused += 1
-                continue
-            entry = diskcache.open_entry(source, name) if diskcache.enabled() else None
-            if entry is not None and info.directory is None:
-                info.directory = entry.directory
-            loaded = entry.load(1) if entry is not None else None
-            if loaded is None:
-                misses[source] = entry
-            else:
-                _compiled[source] = loaded[0]
-                info.loaded += 1
-        _compiled.update(zip(misses, _compile_sources(list(misses), list(misses.values())),
-                             strict=True))
-        info.compiled = len(misses)
-        for field in ("compiled", "loaded", "reused"):
-            setattr(_totals, field, getattr(_totals, field) + getattr(info, field))
-        return [_compiled[s] for s in sources], info
-
-
-def _compile_sources(sources: list[str], entries: list[diskcache.Entry | None]) -> list:
-    """The kernels of the modules ``sources`` compiled by Numba, each saved to its disk
-    cache entry in ``entries`` where there is one. The one place kernels are compiled."""
-    from .compiler import compile_kernels
-
-    kernels = []
-    for source, entry in zip(sources, entries, strict=True):
-        filename = str(entry.path) if entry is not None else "<tracejit cpu kernel>"
-        (kernel,), symbols, objects = compile_kernels(source, filename, ["kernel"])
-        if entry is not None:
-            entry.save(symbols, objects)
-        kernels.append(kernel)
-    return kernels
 
 
 def _operand(x, dtype, shape):

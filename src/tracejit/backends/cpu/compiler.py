@@ -8,9 +8,9 @@ import ctypes
 import functools
 import threading
 import types
+from pathlib import Path
 
-from . import native
-from .diskcache import NotCacheable
+from . import diskcache, native
 
 # LLVM's -O2 rather than Numba's default -O3: it vectorises the same loops and measured
 # the same kernel speed (the two-moons step, the exp/tanh chains), in half the compile
@@ -39,6 +39,18 @@ def compile_kernels(text: str, filename: str, names: list[str]):
     return kernels, [c.native_name for c in cfuncs], functools.partial(_objects, cfuncs)
 
 
+def build_into_cache(source: str) -> Path:
+    """Compile the one-kernel module ``source`` into its disk-cache entry (a compile
+    worker's task, ``workers.py``); the entry's directory. NotCacheable where the cache
+    cannot take it (then the caller compiles in its own process)."""
+    entry = diskcache.open_entry(source, "cpu")
+    if entry is None:
+        raise diskcache.NotCacheable("the disk cache cannot be written")
+    _, symbols, objects = compile_kernels(source, str(entry.path), ["kernel"])
+    entry.save(symbols, objects)
+    return entry.directory
+
+
 def _objects(cfuncs) -> list[bytes]:
     """Object code of each kernel. NotCacheable (an OSError) if a kernel calls a function
     that a library loaded without Numba could not resolve (one of Numba's runtime helpers):
@@ -49,7 +61,7 @@ def _objects(cfuncs) -> list[bytes]:
         missing = [f.name for f in module.functions
                    if f.is_declaration and not _resolvable(f.name)]
         if missing:
-            raise NotCacheable(f"{c.__name__} calls Numba runtime functions {missing}")
+            raise diskcache.NotCacheable(f"{c.__name__} calls Numba runtime functions {missing}")
         objects.append(_target_machine().emit_object(module))
     return objects
 

@@ -40,6 +40,12 @@ _TYPED = ((IndexError, IndexOutOfBounds), (OverflowError, ScalarOverflow),
           (ArithmeticError, InvalidValue), (ValueError, InvalidValue))
 
 
+def compile_later(graph: Graph) -> None:
+    """Compiles only synchronously: CuPy builds the kernels with NVRTC in the caller's
+    process, on the caller's CUDA context."""
+    return None
+
+
 def supports(node: Node) -> bool:
     """Whether the GPU computes ``node`` (the placement pass runs the rest on the CPU)."""
     return fusible(node) or library.supported(node)

@@ -1,0 +1,165 @@
+"""Compiled kernels, by source: once per process, once on disk, in parallel when several.
+
+A kernel's module source names no graph and no batch size (``emitter.py``), so kernels
+equal up to their names, in one function or across functions and signatures, share one
+compiled kernel: ``_compiled`` maps each source to its callable, and each source has its
+own disk-cache entry. What neither has is compiled by Numba: in this process, one after
+another, or in the compile workers (``workers.py``) when there are several kernels and
+cores for them, or when the caller must not wait (``compile="background"``).
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ...config import config
+from . import diskcache, native, workers
+
+
+@dataclass
+class Kernels:
+    """Where a runner's kernels came from (its ``disk_cache``, for the compile log): how
+    many Numba compiled, the disk cache loaded, or an earlier compile in this process had
+    made; ``directory`` is the first kernel's disk-cache entry (None: no entry opened)."""
+
+    compiled: int = 0
+    loaded: int = 0
+    reused: int = 0
+    directory: Path | None = None
+
+    def describe(self) -> str:
+        n = lambda count: f"{count} kernel{'s' if count != 1 else ''}"
+        reused = f", {self.reused} reused" if self.reused else ""
+        if self.directory is not None and self.compiled:
+            return f"disk cache miss ({n(self.compiled)} compiled, {self.loaded} loaded{reused})"
+        if self.directory is not None and self.loaded:
+            return f"disk cache hit ({n(self.loaded)} loaded{reused})"
+        if self.compiled:
+            return f"disk cache off ({n(self.compiled)} compiled{reused})"
+        if self.reused:
+            return f"{n(self.reused)} compiled before in this process"
+        return "no kernels"
+
+    def add(self, other: Kernels) -> None:
+        for field in ("compiled", "loaded", "reused"):
+            setattr(self, field, getattr(self, field) + getattr(other, field))
+
+
+_compiled: dict[str, object] = {}  # kernel module source -> its callable kernel
+_lock = threading.Lock()  # guards _compiled and _totals (never held while compiling)
+_totals = Kernels()
+
+Misses = dict[str, "diskcache.Entry | None"]  # sources to compile -> their disk entries
+
+
+def stats() -> Kernels:
+    """How many kernels this process compiled, loaded from disk and reused, in all."""
+    return replace(_totals)
+
+
+def get(sources: list[str]) -> tuple[list, Kernels]:
+    """The compiled kernels of the modules ``sources``, compiling what this process and
+    the disk cache do not have (waiting for it). Two threads missing the same kernel at
+    once may both compile it: the same code, kept once."""
+    with _lock:
+        misses, info = _lookup(sources)
+    made = _compile(misses)
+    return _store(sources, misses, made, info)
+
+
+def get_later(sources: list[str]) -> Future[tuple[list, Kernels]] | None:
+    """``get(sources)`` as a future whose misses compile in the workers; None when there
+    is nothing to wait for (all compiled or on disk) or no worker can take them (no
+    workers configured, or the disk cache, which brings their work back, is off)."""
+    with _lock:
+        misses, info = _lookup(sources)
+    if not misses:
+        return None
+    if not config.compile_workers or None in misses.values():
+        return None
+    result: Future = Future()
+    pending = {s: workers.pool(config.compile_workers).submit(s) for s in misses}
+    remaining = [len(pending)]
+    count = threading.Lock()
+
+    def one_done(_: Future) -> None:  # in a worker's driver thread
+        with count:
+            remaining[0] -= 1
+            if remaining[0]:
+                return
+        try:
+            made = [_collect(s, misses[s], pending[s]) for s in misses]
+            result.set_result(_store(sources, misses, made, info))
+        except Exception as e:  # ours: the signature stays on the interpreter, logged
+            result.set_exception(e)
+
+    for future in pending.values():
+        future.add_done_callback(one_done)
+    return result
+
+
+def _store(sources: list[str], misses: Misses, made: list, info: Kernels) -> tuple[list,
+                                                                                    Kernels]:
+    with _lock:
+        for source, kernel in zip(misses, made, strict=True):
+            _compiled.setdefault(source, kernel)
+        info.compiled = len(misses)
+        _totals.add(info)
+        return [_compiled[s] for s in sources], info
+
+
+def _lookup(sources: list[str]) -> tuple[Misses, Kernels]:
+    """What ``sources`` this process (``_compiled``) or the disk cache (loading them now)
+    lacks, with their disk entries, and the tally of the rest. The caller holds ``_lock``."""
+    native.configure()
+    info = Kernels()
+    misses: Misses = {}
+    for source in sources:
+        if source in _compiled or source in misses:
+            info.reused += 1
+            continue
+        entry = diskcache.open_entry(source, "cpu") if diskcache.enabled() else None
+        if entry is not None and info.directory is None:
+            info.directory = entry.directory
+        loaded = entry.load(1) if entry is not None else None
+        if loaded is None:
+            misses[source] = entry
+        else:
+            _compiled[source] = loaded[0]
+            info.loaded += 1
+    return misses, info
+
+
+def _compile(misses: Misses) -> list:
+    """The kernels of ``misses``: in the workers when there are several and the disk
+    cache can bring them back, else here one after another."""
+    entries = list(misses.values())
+    if len(misses) < 2 or config.compile_workers < 2 or None in entries:
+        return [_compile_here(s, e) for s, e in misses.items()]
+    pool = workers.pool(config.compile_workers)
+    pending = [pool.submit(s) for s in misses]
+    return [_collect(s, e, f) for (s, e), f in zip(misses.items(), pending, strict=True)]
+
+
+def _collect(source: str, entry: diskcache.Entry, compiled: Future) -> object:
+    """A worker's kernel, loaded from the entry it saved; compiled here instead when the
+    worker failed or could not save it (Numba's own errors then surface here)."""
+    if compiled.exception() is None:
+        loaded = entry.load(1)
+        if loaded is not None:
+            return loaded[0]
+    return _compile_here(source, entry)
+
+
+def _compile_here(source: str, entry: diskcache.Entry | None) -> object:
+    """``source``'s kernel compiled by Numba in this process, saved to ``entry``."""
+    from .compiler import compile_kernels
+
+    filename = str(entry.path) if entry is not None else "<tracejit cpu kernel>"
+    (kernel,), symbols, objects = compile_kernels(source, filename, ["kernel"])
+    if entry is not None:
+        entry.save(symbols, objects)
+    return kernel

@@ -1,0 +1,132 @@
+"""Compile kernels in worker processes: several at once, and without stopping the caller.
+
+Numba compiles under the GIL and its own global lock, so threads cannot compile two
+kernels at once, nor compile while the caller's Python runs. Worker processes can. A
+worker compiles a kernel source and saves it to the disk cache (whose entries are written
+atomically, so a worker killed mid-compile leaves nothing half-written); the caller then
+loads the shared library from there, without importing Numba itself.
+
+Workers are started on first use (a ``python`` running :func:`serve`, at a lower
+scheduling priority so that a caller running meanwhile keeps its core), stay up for later
+signatures, and are killed when the process exits. A task travels as one JSON line each
+way over the worker's stdin and stdout; one driver thread per worker feeds it tasks from
+a shared queue and settles their futures.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import traceback
+from concurrent.futures import Future
+from pathlib import Path
+
+NICE = 10  # workers' priority below the caller's: a background compile must not starve it
+
+
+class WorkerFailed(RuntimeError):
+    """A worker could not compile a kernel (its traceback is the message), or died."""
+
+
+class Pool:
+    """``workers`` compile processes fed from one queue of (source, future) tasks."""
+
+    def __init__(self, workers: int):
+        self.pid = os.getpid()  # a forked child must not share its parent's pipes
+        self.tasks: queue.SimpleQueue = queue.SimpleQueue()
+        self.processes: list[subprocess.Popen] = []
+        self.lock = threading.Lock()
+        for _ in range(workers):
+            threading.Thread(target=self._drive, name="tracejit-compile", daemon=True).start()
+
+    def submit(self, source: str) -> Future:
+        """A future of the disk-cache directory holding ``source``'s compiled kernel."""
+        future: Future = Future()
+        self.tasks.put((source, future))
+        return future
+
+    def _drive(self) -> None:
+        """Feed one worker process tasks, one at a time, starting it (again) as needed."""
+        process = None
+        while True:
+            source, future = self.tasks.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                if process is None or process.poll() is not None:
+                    process = self._start()
+                process.stdin.write(json.dumps({"source": source}) + "\n")
+                process.stdin.flush()
+                line = process.stdout.readline()
+                if not line:
+                    raise WorkerFailed(f"the compile worker exited ({process.wait()})")
+                reply = json.loads(line)
+            except (OSError, ValueError, WorkerFailed) as e:
+                future.set_exception(e if isinstance(e, WorkerFailed) else WorkerFailed(str(e)))
+                process = None
+                continue
+            if "error" in reply:
+                future.set_exception(WorkerFailed(reply["error"]))
+            else:
+                future.set_result(Path(reply["directory"]))
+
+    def _start(self) -> subprocess.Popen:
+        src = str(Path(__file__).resolve().parents[3])  # the directory holding tracejit/
+        path = os.environ.get("PYTHONPATH")
+        env = {**os.environ, "PYTHONPATH": src if not path else src + os.pathsep + path}
+        process = subprocess.Popen(
+            [sys.executable, "-c", "from tracejit.backends.cpu.workers import serve; serve()"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, env=env, text=True, bufsize=1)
+        with self.lock:
+            self.processes.append(process)
+        return process
+
+    def close(self) -> None:
+        """Kill the workers (a kernel they were compiling is simply not saved)."""
+        with self.lock:
+            for p in self.processes:
+                if p.poll() is None:
+                    p.kill()
+            self.processes.clear()
+
+
+_pool: Pool | None = None
+_pool_lock = threading.Lock()
+
+
+def pool(workers: int) -> Pool:
+    """The process's pool of ``workers`` compile workers (made on first use)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool.pid != os.getpid():
+            _pool = Pool(max(workers, 1))
+            atexit.register(_pool.close)
+        return _pool
+
+
+def serve() -> None:
+    """A worker's loop: compile each source read from stdin into the disk cache, reply
+    with the entry's directory (or the traceback) on stdout."""
+    try:
+        os.nice(NICE)
+    except OSError:
+        pass
+    replies = os.fdopen(os.dup(1), "w")  # the protocol's channel; anything else that
+    os.dup2(2, 1)  # writes to stdout (a library's print) goes to stderr instead
+    sys.stdout = sys.stderr
+    from .compiler import build_into_cache
+
+    for line in sys.stdin:
+        try:
+            reply = {"directory": str(build_into_cache(json.loads(line)["source"]))}
+        except Exception:
+            reply = {"error": traceback.format_exc()}
+        replies.write(json.dumps(reply) + "\n")
+        replies.flush()
+

@@ -1,0 +1,210 @@
+"""Tiered execution: ``compile="background"`` answers on the reference interpreter while
+the kernels compile in worker processes, then switches to them.
+
+Each test waits for the switch with ``wait_compiled`` (never a sleep or a timing).
+"""
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.backends.cpu import diskcache, native, workers
+from tracejit.errors import InvalidArgument
+
+WAIT = 120  # seconds: a cold worker imports Numba and compiles; CI machines are slow
+
+
+def step(x, w):
+    h = np.tanh(x @ w + 0.5)
+    e = np.exp(h - h.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True), (h * h).sum(axis=0)
+
+
+def args(rows=300):
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((rows, 3)), rng.standard_normal((3, 40))
+
+
+def kinds(f) -> set[str]:
+    """What the signatures of ``f`` run now: "interpreter" or "kernels"."""
+    return {"interpreter" if e.interpreting else "kernels" for e in f._cache.values()}
+
+
+@pytest.fixture
+def compile_log(caplog):
+    caplog.set_level(logging.INFO, logger="tracejit")
+    return caplog
+
+
+def test_first_calls_run_the_interpreter_then_the_kernels(compile_log):
+    f = tj.jit(step, compile="background")
+    x, w = args()
+    want = step(x, w)
+    first = f(x, w)
+    for got, ref in zip(first, want, strict=True):  # the interpreter is NumPy: bit for bit
+        np.testing.assert_array_equal(got, ref)
+    assert f.wait_compiled(WAIT)
+    assert kinds(f) == {"kernels"}
+    for got, ref in zip(f(x, w), want, strict=True):  # kernels: within their ULP bounds
+        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+    messages = [r.getMessage() for r in compile_log.records]
+    assert any("runs compiled kernels now" in m for m in messages), messages
+    assert f.cache_info().misses == 1
+
+
+def test_sync_mode_and_check_never_run_the_interpreter(monkeypatch):
+    monkeypatch.setattr(tj.config, "compile", "background")
+    x, w = args()
+    for f in (tj.jit(step, compile="sync"), tj.jit(step, check=True)):
+        f(x, w)
+        assert kinds(f) == {"kernels"}
+        assert f.wait_compiled(0)  # nothing pending
+
+
+def test_the_default_comes_from_config(monkeypatch):
+    monkeypatch.setattr(tj.config, "compile", "background")
+    f = tj.jit(step)
+    f(*args())
+    assert f.wait_compiled(WAIT)
+    assert kinds(f) == {"kernels"}
+
+
+def test_an_unknown_mode_is_refused():
+    with pytest.raises(InvalidArgument, match="compile must be one of"):
+        tj.jit(step, compile="eager")
+
+
+def _gather(x, idx):
+    return np.exp(x[idx]) * 2
+
+
+@pytest.mark.parametrize("bad", [[0, 7], [-6, 0]])
+def test_errors_are_raised_the_same_way_in_both_tiers(bad):
+    f = tj.jit(_gather, compile="background")
+    x, good = np.linspace(0, 1, 5), np.array([4, -5])
+    errors = []
+    for _ in range(2):  # on the interpreter, then on the kernels
+        np.testing.assert_allclose(f(x, good), _gather(x, good), rtol=1e-15)
+        with pytest.raises(tj.errors.IndexOutOfBounds) as info:
+            f(x, np.array(bad))
+        errors.append((type(info.value), info.value.location))
+        assert f.wait_compiled(WAIT)
+    assert kinds(f) == {"kernels"}
+    assert errors[0] == errors[1]
+    assert errors[0][1].lineno == _gather.__code__.co_firstlineno + 1
+
+
+def test_calls_from_many_threads_across_the_switch():
+    f = tj.jit(step, compile="background")
+    x, w = args(500)
+    want = step(x, w)
+    failures = []
+    stop = threading.Event()
+
+    def caller():
+        try:
+            while not stop.is_set():
+                for got, ref in zip(f(x, w), want, strict=True):
+                    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+        except Exception as e:  # pragma: no cover - reported below
+            failures.append(e)
+
+    threads = [threading.Thread(target=caller) for _ in range(3)]
+    for t in threads:
+        t.start()
+    compiled = f.wait_compiled(WAIT)
+    for _ in range(20):  # keep calling on the kernels for a while
+        f(x, w)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert compiled and not failures, failures
+    assert kinds(f) == {"kernels"}
+    assert f.cache_info().misses == 1  # every thread shared the one entry
+
+
+def test_a_failed_background_compile_keeps_the_interpreter(monkeypatch, compile_log):
+    from concurrent.futures import Future
+
+    from tracejit.backends import cpu
+
+    def broken(graph):
+        future = Future()
+        future.set_exception(workers.WorkerFailed("simulated: Numba crashed"))
+        return future
+
+    monkeypatch.setattr(cpu, "compile_later", broken)
+    f = tj.jit(step, compile="background")
+    x, w = args()
+    for _ in range(2):
+        for got, ref in zip(f(x, w), step(x, w), strict=True):
+            np.testing.assert_array_equal(got, ref)
+    assert not f.wait_compiled(1)
+    assert kinds(f) == {"interpreter"}
+    assert any("keeps running on the interpreter" in r.getMessage() and "simulated" in
+               r.getMessage() for r in compile_log.records)
+
+
+def test_a_worker_error_and_a_killed_worker_fail_only_their_task():
+    p = workers.Pool(1)
+    try:
+        bad = p.submit("this is not python(")
+        with pytest.raises(workers.WorkerFailed, match="SyntaxError"):
+            bad.result(WAIT)
+        slow = p.submit("import time\ntime.sleep(600)")  # a compile that never ends
+        while not slow.running():
+            threading.Event().wait(0.01)
+        (process,) = p.processes
+        process.kill()
+        with pytest.raises(workers.WorkerFailed, match="exited|Broken pipe"):
+            slow.result(WAIT)
+        again = p.submit("also not python(")  # a new worker takes the next task
+        with pytest.raises(workers.WorkerFailed, match="SyntaxError"):
+            again.result(WAIT)
+        assert len(p.processes) == 2
+    finally:
+        p.close()
+
+
+_EXITS_WHILE_COMPILING = textwrap.dedent("""
+    import numpy as np, tracejit as tj
+    {step}
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((300, 3)), rng.standard_normal((3, 40))
+    f = tj.jit(step, compile="background")
+    f(x, w)  # kernels start compiling in the workers
+    print("exiting")  # and the process leaves without waiting for them
+""")
+
+
+def test_a_process_that_exits_while_compiling_leaves_no_broken_entry(tmp_path):
+    env = {**os.environ, "TRACEJIT_CACHE_DIR": str(tmp_path)}
+    code = _EXITS_WHILE_COMPILING.format(step=textwrap.dedent(_source(step)))
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=WAIT)
+    assert done.returncode == 0 and "exiting" in done.stdout, done.stderr
+    for entry in diskcache.entries(tmp_path):  # saved completely, or not at all
+        index = entry.directory / "index.json"
+        if index.exists():
+            saved = json.loads(index.read_text())
+            library = entry.directory / saved["library"]
+            assert native.digest(library) == saved["sha256"]
+    # and a later process compiles what is missing and runs
+    check = _EXITS_WHILE_COMPILING.replace('compile="background"', 'compile="sync"')
+    again = subprocess.run([sys.executable, "-c", check.format(step=textwrap.dedent(
+        _source(step)))], env=env, capture_output=True, text=True, timeout=WAIT)
+    assert again.returncode == 0, again.stderr
+
+
+def _source(fn) -> str:
+    import inspect
+
+    return inspect.getsource(fn)
