@@ -38,6 +38,22 @@ def kinds(f) -> set[str]:
     return {"interpreter" if e.interpreting else "kernels" for e in f._cache.values()}
 
 
+@pytest.fixture(autouse=True)
+def nothing_compiled_yet(tmp_path, monkeypatch):
+    """Every test starts with no kernel in memory or on disk: each has something to compile
+    in the background (kernels are shared across signatures and functions otherwise)."""
+    from tracejit.backends.cpu import kernels
+
+    monkeypatch.setattr(kernels, "_compiled", {})
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def by_workers() -> int:
+    from tracejit.backends import cpu
+
+    return cpu.stats().in_workers
+
+
 @pytest.fixture
 def compile_log(caplog):
     caplog.set_level(logging.INFO, logger="tracejit")
@@ -45,6 +61,7 @@ def compile_log(caplog):
 
 
 def test_first_calls_run_the_interpreter_then_the_kernels(compile_log):
+    workers_made = by_workers()
     f = tj.jit(step, compile="background")
     x, w = args()
     want = step(x, w)
@@ -58,6 +75,7 @@ def test_first_calls_run_the_interpreter_then_the_kernels(compile_log):
     messages = [r.getMessage() for r in compile_log.records]
     assert any("runs compiled kernels now" in m for m in messages), messages
     assert f.cache_info().misses == 1
+    assert by_workers() > workers_made  # not compiled in this process
 
 
 def test_sync_mode_and_check_never_run_the_interpreter(monkeypatch):
@@ -73,6 +91,7 @@ def test_the_default_comes_from_config(monkeypatch):
     monkeypatch.setattr(tj.config, "compile", "background")
     f = tj.jit(step)
     f(*args())
+    assert kinds(f) == {"interpreter"}
     assert f.wait_compiled(WAIT)
     assert kinds(f) == {"kernels"}
 
@@ -91,6 +110,8 @@ def test_errors_are_raised_the_same_way_in_both_tiers(bad):
     f = tj.jit(_gather, compile="background")
     x, good = np.linspace(0, 1, 5), np.array([4, -5])
     errors = []
+    f(x, good)
+    assert kinds(f) == {"interpreter"}
     for _ in range(2):  # on the interpreter, then on the kernels
         np.testing.assert_allclose(f(x, good), _gather(x, good), rtol=1e-15)
         with pytest.raises(tj.errors.IndexOutOfBounds) as info:
@@ -106,6 +127,8 @@ def test_calls_from_many_threads_across_the_switch():
     f = tj.jit(step, compile="background")
     x, w = args(500)
     want = step(x, w)
+    f(x, w)
+    assert kinds(f) == {"interpreter"}  # the threads start before the switch
     failures = []
     stop = threading.Event()
 
@@ -156,17 +179,17 @@ def test_a_failed_background_compile_keeps_the_interpreter(monkeypatch, compile_
 def test_a_worker_error_and_a_killed_worker_fail_only_their_task():
     p = workers.Pool(1)
     try:
-        bad = p.submit("this is not python(")
+        bad = p.submit("this is not python(", diskcache.cache_dir())
         with pytest.raises(workers.WorkerFailed, match="SyntaxError"):
             bad.result(WAIT)
-        slow = p.submit("import time\ntime.sleep(600)")  # a compile that never ends
+        slow = p.submit("import time\ntime.sleep(600)", diskcache.cache_dir())  # never ends
         while not slow.running():
             threading.Event().wait(0.01)
         (process,) = p.processes
         process.kill()
         with pytest.raises(workers.WorkerFailed, match="exited|Broken pipe"):
             slow.result(WAIT)
-        again = p.submit("also not python(")  # a new worker takes the next task
+        again = p.submit("also not python(", diskcache.cache_dir())  # a new worker takes it
         with pytest.raises(workers.WorkerFailed, match="SyntaxError"):
             again.result(WAIT)
         assert len(p.processes) == 2
@@ -208,3 +231,34 @@ def _source(fn) -> str:
     import inspect
 
     return inspect.getsource(fn)
+
+
+def test_blas_leaves_a_core_to_the_workers_while_they_compile():
+    from tracejit.backends.cpu import blas
+
+    found = blas._openblas()
+    if found is None:
+        pytest.skip("this NumPy does not use OpenBLAS: nothing to hold back")
+    set_threads, get_threads = found
+    before = get_threads()
+    blas.hold_back()
+    blas.hold_back()  # two signatures compiling at once
+    held = get_threads()
+    blas.release()
+    assert get_threads() == held  # one is still compiling
+    blas.release()
+    assert held == max(1, min(before, blas._cores() - 1))
+    assert get_threads() == before
+
+
+def test_blas_threads_come_back_after_a_background_compile():
+    from tracejit.backends.cpu import blas
+
+    if blas._openblas() is None:
+        pytest.skip("this NumPy does not use OpenBLAS")
+    before = blas._openblas()[1]()
+    f = tj.jit(step, compile="background")
+    f(*args(333))
+    assert kinds(f) == {"interpreter"}
+    assert f.wait_compiled(WAIT)
+    assert blas._openblas()[1]() == before and blas._holders == 0

@@ -20,8 +20,8 @@ import numpy as np
 from ...errors import IndexOutOfBounds, InvalidValue, IRError, ScalarOverflow
 from ...ir import Graph, Node
 from ..base import DiskCacheInfo, Runner, ignore
+from . import blas, native
 from . import kernels as store
-from . import native
 from .kernels import stats as stats
 
 name = "cpu"
@@ -66,8 +66,10 @@ def compile_later(graph: Graph) -> Future[Runner] | None:
     if later is None:
         return None
     runner: Future = Future()
+    blas.hold_back()  # the caller's BLAS threads would starve the workers (blas.py)
 
     def bind(done: Future) -> None:
+        blas.release()
         try:
             runner.set_result(_runner(graph, False, done.result()))
         except Exception as e:

@@ -29,10 +29,13 @@ class Kernels:
     loaded: int = 0
     reused: int = 0
     directory: Path | None = None
+    in_workers: int = 0  # of ``compiled``, how many the compile workers did
 
     def describe(self) -> str:
         n = lambda count: f"{count} kernel{'s' if count != 1 else ''}"
         reused = f", {self.reused} reused" if self.reused else ""
+        if self.in_workers:
+            reused += f"; {self.in_workers} compiled by the workers"
         if self.directory is not None and self.compiled:
             return f"disk cache miss ({n(self.compiled)} compiled, {self.loaded} loaded{reused})"
         if self.directory is not None and self.loaded:
@@ -44,7 +47,7 @@ class Kernels:
         return "no kernels"
 
     def add(self, other: Kernels) -> None:
-        for field in ("compiled", "loaded", "reused"):
+        for field in ("compiled", "loaded", "reused", "in_workers"):
             setattr(self, field, getattr(self, field) + getattr(other, field))
 
 
@@ -66,7 +69,7 @@ def get(sources: list[str]) -> tuple[list, Kernels]:
     once may both compile it: the same code, kept once."""
     with _lock:
         misses, info = _lookup(sources)
-    made = _compile(misses)
+    made = _compile(misses, info)
     return _store(sources, misses, made, info)
 
 
@@ -81,7 +84,7 @@ def get_later(sources: list[str]) -> Future[tuple[list, Kernels]] | None:
     if not config.compile_workers or None in misses.values():
         return None
     result: Future = Future()
-    pending = {s: workers.pool(config.compile_workers).submit(s) for s in misses}
+    pending = _submit(list(misses))
     remaining = [len(pending)]
     count = threading.Lock()
 
@@ -91,7 +94,7 @@ def get_later(sources: list[str]) -> Future[tuple[list, Kernels]] | None:
             if remaining[0]:
                 return
         try:
-            made = [_collect(s, misses[s], pending[s]) for s in misses]
+            made = [_collect(s, misses[s], pending[s], info) for s in misses]
             result.set_result(_store(sources, misses, made, info))
         except Exception as e:  # ours: the signature stays on the interpreter, logged
             result.set_exception(e)
@@ -133,23 +136,31 @@ def _lookup(sources: list[str]) -> tuple[Misses, Kernels]:
     return misses, info
 
 
-def _compile(misses: Misses) -> list:
+def _compile(misses: Misses, info: Kernels) -> list:
     """The kernels of ``misses``: in the workers when there are several and the disk
     cache can bring them back, else here one after another."""
     entries = list(misses.values())
     if len(misses) < 2 or config.compile_workers < 2 or None in entries:
         return [_compile_here(s, e) for s, e in misses.items()]
-    pool = workers.pool(config.compile_workers)
-    pending = [pool.submit(s) for s in misses]
-    return [_collect(s, e, f) for (s, e), f in zip(misses.items(), pending, strict=True)]
+    pending = _submit(list(misses))
+    return [_collect(s, e, pending[s], info) for s, e in misses.items()]
 
 
-def _collect(source: str, entry: diskcache.Entry, compiled: Future) -> object:
-    """A worker's kernel, loaded from the entry it saved; compiled here instead when the
-    worker failed or could not save it (Numba's own errors then surface here)."""
+def _submit(sources: list[str]) -> dict[str, Future]:
+    """Hand ``sources`` to the workers, longest first: the largest kernels take longest to
+    compile, and starting them first keeps one from finishing alone at the end."""
+    pool, cache = workers.pool(config.compile_workers), diskcache.cache_dir()
+    return {s: pool.submit(s, cache) for s in sorted(sources, key=len, reverse=True)}
+
+
+def _collect(source: str, entry: diskcache.Entry, compiled: Future, info: Kernels) -> object:
+    """A worker's kernel, loaded from the entry it saved (counted in ``info``); compiled
+    here instead when the worker failed or could not save it (Numba's own errors then
+    surface here)."""
     if compiled.exception() is None:
         loaded = entry.load(1)
         if loaded is not None:
+            info.in_workers += 1
             return loaded[0]
     return _compile_here(source, entry)
 

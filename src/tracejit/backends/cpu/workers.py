@@ -44,23 +44,24 @@ class Pool:
         for _ in range(workers):
             threading.Thread(target=self._drive, name="tracejit-compile", daemon=True).start()
 
-    def submit(self, source: str) -> Future:
-        """A future of the disk-cache directory holding ``source``'s compiled kernel."""
+    def submit(self, source: str, cache: Path) -> Future:
+        """A future of the directory, in the disk cache at ``cache``, holding ``source``'s
+        compiled kernel."""
         future: Future = Future()
-        self.tasks.put((source, future))
+        self.tasks.put(({"source": source, "cache": str(cache)}, future))
         return future
 
     def _drive(self) -> None:
         """Feed one worker process tasks, one at a time, starting it (again) as needed."""
         process = None
         while True:
-            source, future = self.tasks.get()
+            task, future = self.tasks.get()
             if not future.set_running_or_notify_cancel():
                 continue
             try:
                 if process is None or process.poll() is not None:
                     process = self._start()
-                process.stdin.write(json.dumps({"source": source}) + "\n")
+                process.stdin.write(json.dumps(task) + "\n")
                 process.stdin.flush()
                 line = process.stdout.readline()
                 if not line:
@@ -111,8 +112,8 @@ def pool(workers: int) -> Pool:
 
 
 def serve() -> None:
-    """A worker's loop: compile each source read from stdin into the disk cache, reply
-    with the entry's directory (or the traceback) on stdout."""
+    """A worker's loop: compile each source read from stdin into the disk cache named with
+    it, reply with the entry's directory (or the traceback) on stdout."""
     try:
         os.nice(NICE)
     except OSError:
@@ -124,7 +125,9 @@ def serve() -> None:
 
     for line in sys.stdin:
         try:
-            reply = {"directory": str(build_into_cache(json.loads(line)["source"]))}
+            task = json.loads(line)
+            os.environ["TRACEJIT_CACHE_DIR"] = task["cache"]  # the caller's, now
+            reply = {"directory": str(build_into_cache(task["source"]))}
         except Exception:
             reply = {"error": traceback.format_exc()}
         replies.write(json.dumps(reply) + "\n")
