@@ -130,6 +130,9 @@ def serve() -> None:
             reply = {"directory": str(build_into_cache(task["source"]))}
         except Exception:
             reply = {"error": traceback.format_exc()}
-        replies.write(json.dumps(reply) + "\n")
-        replies.flush()
+        try:
+            replies.write(json.dumps(reply) + "\n")
+            replies.flush()
+        except BrokenPipeError:  # the caller is gone: so is the reason to compile
+            return
 
