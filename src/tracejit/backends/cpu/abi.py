@@ -28,6 +28,21 @@ _num_threads = types.ExternalFunction("omp_get_num_threads", types.int32())
 barrier = types.ExternalFunction("GOMP_barrier", types.void())
 
 
+_WORD = ir.IntType(64)
+
+
+def _load(builder, address):
+    """The 64-bit word at integer ``address``."""
+    return builder.load(builder.inttoptr(address, _WORD.as_pointer()))
+
+
+def _array_field(builder, args, index: int, offset: int):
+    """The 64-bit field at ``offset`` of the array object ``args[index]`` (``args``: the
+    argument tuple's address)."""
+    item = _load(builder, builder.add(args, _WORD(TUPLE_ITEMS + 8 * index)))
+    return _load(builder, builder.add(item, _WORD(offset)))
+
+
 @intrinsic
 def arg(typingctx, args, j, dtype):
     """``(T*) ((PyArrayObject *) PyTuple_GET_ITEM(args, j))->data``"""
@@ -36,13 +51,7 @@ def arg(typingctx, args, j, dtype):
     index, ty = j.literal_value, dtype.dtype
 
     def codegen(context, builder, signature, llargs):
-        word = ir.IntType(64)
-
-        def load(address):
-            return builder.load(builder.inttoptr(address, word.as_pointer()))
-
-        item = load(builder.add(llargs[0], word(TUPLE_ITEMS + 8 * index)))
-        data = load(builder.add(item, word(ARRAY_DATA)))
+        data = _array_field(builder, llargs[0], index, ARRAY_DATA)
         return builder.inttoptr(data, context.get_value_type(types.CPointer(ty)))
 
     return types.CPointer(ty)(args, j, dtype), codegen
@@ -56,14 +65,8 @@ def dim(typingctx, args, j, d):
     index, axis = j.literal_value, d.literal_value
 
     def codegen(context, builder, signature, llargs):
-        word = ir.IntType(64)
-
-        def load(address):
-            return builder.load(builder.inttoptr(address, word.as_pointer()))
-
-        item = load(builder.add(llargs[0], word(TUPLE_ITEMS + 8 * index)))
-        dims = load(builder.add(item, word(ARRAY_DIMENSIONS)))
-        return load(builder.add(dims, word(8 * axis)))
+        dims = _array_field(builder, llargs[0], index, ARRAY_DIMENSIONS)
+        return _load(builder, builder.add(dims, _WORD(8 * axis)))
 
     return types.uint64(args, j, d), codegen
 
