@@ -33,6 +33,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tools"))
+# The programs' arrays are small: compile every kernel, however small, so that the run
+# checks the kernels and not NumPy calls (read when tracejit is imported).
+os.environ.setdefault("TRACEJIT_MIN_KERNEL_SIZE", "0")
 
 import numpy as np  # noqa: E402
 import test_oracle  # noqa: E402
@@ -140,7 +143,8 @@ def record(path: Path, args, result: dict) -> None:
         f"- commit: {commit}",
         f"- command: `python bench/explore.py --backend {args.backend} --programs "
         f"{args.programs} --seed {args.seed} --batch {args.batch} --jobs {args.jobs}` "
-        f"(TRACEJIT_DISK_CACHE={os.environ['TRACEJIT_DISK_CACHE']})",
+        f"(TRACEJIT_DISK_CACHE={os.environ['TRACEJIT_DISK_CACHE']}, "
+        f"TRACEJIT_MIN_KERNEL_SIZE={os.environ['TRACEJIT_MIN_KERNEL_SIZE']})",
         f"- backend: {args.backend}" + (" (emulated GPU)" if args.backend == "cuda" else ""),
         f"- seed: {args.seed} (program i is drawn from `random.Random(f\"{args.seed}:{{i}}\")`)",
         f"- programs: {args.programs}",
