@@ -74,3 +74,38 @@ def test_settings_come_from_the_environment_and_python(monkeypatch):
         s.compile = "eager"
     with pytest.raises(AttributeError, match="no setting 'compiler'"):
         s.compiler = "sync"
+
+
+def step_names(f) -> list[str]:
+    (entry,) = f._cache.values()
+    return [s.name for s in entry.runner.steps]
+
+
+def test_small_exact_kernels_are_compiled_after_the_first_call(default_policy, tmp_path,
+                                                              monkeypatch):
+    """The first call runs them as NumPy calls; the kernels that replace them later give
+    the same bits (exactly rounded ops only) in one launch instead of a call per op."""
+    from tracejit.backends.cpu import kernels
+
+    monkeypatch.setattr(kernels, "_compiled", {})  # nothing compiled yet, here or on disk
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))
+    rng = np.random.default_rng(1)
+    args = [rng.standard_normal((40, 50)).astype(np.float32) for _ in range(3)]
+    f = tj.jit(update)
+    first = f(*args)
+    assert step_names(f)[0].startswith("lib")
+    assert f.wait_compiled(120)
+    assert [n[:-1] for n in step_names(f)] == ["kernel"]
+    for got, want in zip(f(*args), first, strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_small_inexact_kernels_stay_numpy_calls(default_policy):
+    """exp within 4 ULP, a sum in another order: compiling them later would change the
+    answers between calls, so they stay NumPy's."""
+    x = np.linspace(-1, 1, 100, dtype=np.float32)
+    for fn in (lambda x: np.exp(x) * 2 + 1, lambda x: (x * 2 + 1).sum()):
+        f = tj.jit(fn)
+        f(x)
+        (entry,) = f._cache.values()
+        assert entry.pending is None and all(n.startswith("lib") for n in step_names(f))

@@ -123,12 +123,13 @@ class _Entry:
         self.pending: Future | None = None  # the compiled runner (compile="background")
         self.interpreting = False  # runner is the interpreter, until ``pending`` is done
 
-    def compile_later(self, later: Future) -> None:
-        """Run on the interpreter (``runner`` now) until ``later`` gives the compiled
-        runner, then on that; ``pending`` is done once the switch is made. A compile that
-        fails leaves the entry on the interpreter (right answers, NumPy's speed) and says
-        so in the log: the failure is ours."""
-        self.pending, self.interpreting = Future(), True
+    def switch_later(self, later: Future, interpreting: bool) -> None:
+        """Run on ``runner`` (the interpreter, if ``interpreting``) until ``later`` gives
+        a better one (the compiled runner; or one with more kernels, the same bits), then
+        on that, and on its own ``faster`` runner in turn; ``pending`` is done once the
+        last switch is made. A compile that fails leaves the entry where it is (right
+        answers, NumPy's speed there) and says so in the log: the failure is ours."""
+        self.pending, self.interpreting = Future(), interpreting
         start = time.perf_counter()
 
         def switch(done: Future) -> None:
@@ -144,7 +145,10 @@ class _Entry:
             self.run = runner.fn  # the switch: the next call runs the kernels
             self.interpreting = False
             _log_switch(self, time.perf_counter() - start)
-            self.pending.set_result(None)
+            done_pending = self.pending
+            if runner.faster is not None:
+                self.switch_later(runner.faster, False)
+            done_pending.set_result(None)
 
         later.add_done_callback(switch)
 
@@ -433,7 +437,9 @@ class JitFunction:
         t3 = time.perf_counter()
         entry = _Entry(run, out_tree, Lowered(graph, optimized, backend.name), t3 - t0)
         if later is not None:
-            entry.compile_later(later)
+            entry.switch_later(later, True)
+        elif run.faster is not None:
+            entry.switch_later(run.faster, False)
         return entry, (t1 - t0, t2 - t1, t3 - t2)
 
     def _input_names(self, tree, static_pos, nargs, paths=pytree.leaf_paths) -> list[str]:
@@ -460,13 +466,20 @@ class JitFunction:
         return self._build(sig, leaves)[0].lowered
 
     def wait_compiled(self, timeout: float | None = None) -> bool:
-        """Wait until every signature compiling in the background runs compiled code (or
-        ``timeout`` seconds pass); whether they all do. A compile that failed counts as
-        done: that signature stays on the interpreter (the log says why)."""
-        with self._lock:
-            pending = [e.pending for e in self._cache.values() if e.pending is not None]
-        done, waiting = futures.wait(pending, timeout)
-        return not waiting and all(f.exception() is None for f in done)
+        """Wait until every signature compiling in the background runs all its compiled
+        code (or ``timeout`` seconds pass); whether they all do. A compile that failed
+        counts as done: that signature stays where it was (the log says why)."""
+        deadline = None if timeout is None else time.perf_counter() + timeout
+        while True:
+            with self._lock:
+                pending = [e.pending for e in self._cache.values() if e.pending is not None]
+            left = None if deadline is None else max(0.0, deadline - time.perf_counter())
+            done, waiting = futures.wait(pending, left)
+            if waiting or any(f.exception() is not None for f in done):
+                return False
+            with self._lock:  # a switch may have started another (its faster runner)
+                if all(e.pending in done for e in self._cache.values() if e.pending):
+                    return True
 
     def cache_info(self) -> CacheInfo:
         return CacheInfo(int(repr(self._hits)[6:-1]), self._misses, len(self._cache))

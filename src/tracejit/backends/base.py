@@ -42,13 +42,16 @@ class Runner:
     ``namespace`` is the generated code's globals: a profiling runner looks up
     ``record(step, seconds)`` there after each step (see :meth:`timed`).
     ``make_profiled`` builds the profiling variant sharing this runner's compiled code;
-    None when this runner already is one, or times as a whole (``check=True``'s)."""
+    None when this runner already is one, or times as a whole (``check=True``'s).
+    ``faster``: a runner giving the same bits faster, still compiling (kernels not worth
+    waiting for), which ``jit`` switches to when it is ready; None if there is none."""
 
     fn: Callable[..., list]
     steps: list[StepInfo]
     disk_cache: DiskCacheInfo | None = None
     namespace: dict = field(default_factory=dict)
     make_profiled: Callable[[], Runner] | None = None
+    faster: Future[Runner] | None = None
 
     def __call__(self, *leaves) -> list:
         return self.fn(*leaves)

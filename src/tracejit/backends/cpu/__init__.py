@@ -52,17 +52,34 @@ def partition(graph: Graph) -> tuple[Graph, list]:
 
 def compile(graph: Graph, profile: bool = False) -> Runner:
     """The runner of ``graph``: its kernels compiled by Numba, loaded from the disk cache,
-    or compiled before in this process (``runner.disk_cache`` counts which, ``Kernels``)."""
-    return _runner(graph, profile, None)
+    or compiled before in this process (``runner.disk_cache`` counts which, ``Kernels``);
+    ``runner.faster`` compiles the small exact kernels it runs as NumPy calls."""
+    runner = _runner(graph, profile, None)
+    if not profile:
+        runner.faster = _later(graph, True)
+    return runner
 
 
 def compile_later(graph: Graph) -> Future[Runner] | None:
     """The runner of ``graph`` as a future, its missing kernels compiling in the worker
     processes; None when none are missing (``compile`` then finds them all at once) or the
     workers cannot take them (see ``kernels.get_later``)."""
-    from .codegen import generate
+    return _later(graph, False)
 
-    later = store.get_later(generate(graph).kernels)
+
+def _later(graph: Graph, faster: bool) -> Future[Runner] | None:
+    """A future of the runner of ``graph`` (``faster``: of its later runner, with the
+    small exact kernels compiled; see ``codegen.partition``) whose missing kernels the
+    workers compile; None where there is nothing to wait for or no worker to do it, and
+    for ``faster`` where the later runner is the first."""
+    from .codegen import generate, improves_later
+
+    if faster and not improves_later(graph):
+        return None
+    later = store.get_later(generate(graph, later=faster).kernels)
+    if later is None and faster and store.workers_available():  # all compiled: bind now
+        later = Future()
+        later.set_result(store.get(generate(graph, later=True).kernels))
     if later is None:
         return None
     runner: Future = Future()
@@ -71,7 +88,10 @@ def compile_later(graph: Graph) -> Future[Runner] | None:
     def bind(done: Future) -> None:
         blas.release()
         try:
-            runner.set_result(_runner(graph, False, done.result()))
+            made = _runner(graph, False, done.result(), later=faster)
+            if not faster:
+                made.faster = _later(graph, True)
+            runner.set_result(made)
         except Exception as e:
             runner.set_exception(e)
 
@@ -79,14 +99,15 @@ def compile_later(graph: Graph) -> Future[Runner] | None:
     return runner
 
 
-def _runner(graph: Graph, profile: bool, compiled: tuple[list, DiskCacheInfo] | None) -> Runner:
-    """The runner of ``graph``, binding ``compiled`` (the kernels and their disk-cache
-    entry) when a runner of the same graph made them already, else compiling or loading
-    them. With ``profile`` it calls ``record(step, seconds)`` from its namespace after
-    each step."""
+def _runner(graph: Graph, profile: bool, compiled: tuple[list, DiskCacheInfo] | None,
+            later: bool = False) -> Runner:
+    """The runner of ``graph`` (its ``later`` runner: see ``codegen.partition``), binding
+    ``compiled`` (the kernels and their disk-cache entry) when a runner of the same graph
+    made them already, else compiling or loading them. With ``profile`` it calls
+    ``record(step, seconds)`` from its namespace after each step."""
     from .codegen import generate
 
-    code = generate(graph, profile)
+    code = generate(graph, profile, later)
     locations = code.namespace["locations"]
 
     def located(e: Exception, step: int):
@@ -100,7 +121,7 @@ def _runner(graph: Graph, profile: bool, compiled: tuple[list, DiskCacheInfo] | 
     filename = f"<tracejit cpu runner: {graph.name} {id(code):x}>"
     linecache.cache[filename] = (len(code.runner), None, code.runner.splitlines(True), filename)
     exec(builtins.compile(code.runner, filename, "exec"), namespace)
-    remake = None if profile else lambda: _runner(graph, True, (kernels, disk))
+    remake = None if profile else lambda: _runner(graph, True, (kernels, disk), later)
     return Runner(namespace["run"], namespace["steps"], disk, namespace, remake)
 
 

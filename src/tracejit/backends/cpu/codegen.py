@@ -77,37 +77,57 @@ class Generated:
         return "\n".join([*parts, self.runner])
 
 
-def partition(graph: Graph) -> tuple[Graph, list[Kernel]]:
+def partition(graph: Graph, later: bool = False) -> tuple[Graph, list[Kernel]]:
     """The steps ``graph`` runs as, in order: the graph after this generator's own rewrite
     (skinny matmuls split into products) and one fusion ``Kernel`` per loop kernel or
-    library call (``check=True`` runs them one at a time)."""
+    library call (``check=True`` runs them one at a time). ``later``: the steps of the
+    runner compiled after the first (see ``worth_compiling``)."""
     graph = split_skinny_matmuls(graph)
     kernels = fuse(graph, fusible)
-    numpy_calls = {n for k in kernels if k.kind == "loop" and not worth_compiling(k)
+    numpy_calls = {n for k in kernels if k.kind == "loop" and not worth_compiling(k, later)
                    for n in k.nodes}
     if numpy_calls:  # fuse again without them: they become library steps
         kernels = fuse(graph, lambda n: n not in numpy_calls and fusible(n))
     return graph, kernels
 
 
-def worth_compiling(kern: Kernel) -> bool:
-    """Whether loop kernel ``kern`` saves more than its compile (~0.1-0.3 s) costs. Not
-    when it iterates over fewer than ``config.min_kernel_size`` elements (NumPy takes about
-    a microsecond per op there), nor when it is one exactly rounded elementwise op (an
-    ``add``: NumPy's loop is as fast). ``min_kernel_size = 0`` compiles every kernel."""
+def worth_compiling(kern: Kernel, later: bool = False) -> bool:
+    """Whether loop kernel ``kern`` saves more than its compile (~0.1-0.3 s) costs. Not a
+    lone exactly rounded elementwise op (an ``add``: NumPy's loop is as fast), nor a kernel
+    over fewer than ``config.min_kernel_size`` elements (NumPy takes about a microsecond
+    per op there), unless ``later``: once the function runs, such a kernel is compiled
+    after all where it computes NumPy's bits exactly (several exactly rounded ops, no
+    reduction), saving a microsecond per op on every later call without making anyone
+    wait. ``min_kernel_size = 0`` compiles every kernel."""
     if config.min_kernel_size == 0:
         return True
-    if math.prod(kern.shape) < config.min_kernel_size:
-        return False
     (first, *rest) = kern.nodes
-    return bool(rest) or REGISTRY[first.op].monoid is not None or first.op == "matmul" or (
-        REGISTRY[first.op].exactness != Exactness.EXACT)
+    if not rest and _exact(first) and REGISTRY[first.op].monoid is None:
+        return False
+    if math.prod(kern.shape) >= config.min_kernel_size:
+        return True
+    return later and bool(rest) and all(_exact(n) for n in kern.nodes)
 
 
-def generate(graph: Graph, profile: bool = False) -> Generated:
-    """The generated code. With ``profile`` the runner times every step and calls
-    ``record(step, seconds)``; ``namespace["steps"]`` describes the steps."""
-    graph, kernels = partition(graph)
+def improves_later(graph: Graph) -> bool:
+    """Whether ``partition(graph, later=True)`` compiles kernels the first runner of
+    ``graph`` runs as NumPy calls."""
+    kernels = fuse(split_skinny_matmuls(graph), fusible)
+    return any(k.kind == "loop" and not worth_compiling(k) and worth_compiling(k, True)
+               for k in kernels)
+
+
+def _exact(node: Node) -> bool:
+    """Computed bit for bit as NumPy does: an exactly rounded op that is no reduction
+    whose order a kernel chooses (``max`` is exact, ``sum`` is not)."""
+    return REGISTRY[node.op].exactness == Exactness.EXACT
+
+
+def generate(graph: Graph, profile: bool = False, later: bool = False) -> Generated:
+    """The generated code (of the ``later`` runner: see ``partition``). With ``profile``
+    the runner times every step and calls ``record(step, seconds)``;
+    ``namespace["steps"]`` describes the steps."""
+    graph, kernels = partition(graph, later)
     mod = Module(graph)
     loop_inputs = {v for k in kernels if k.kind == "loop" for v in k.inputs if v.type.ndim}
     body: list[str] = []

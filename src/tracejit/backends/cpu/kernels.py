@@ -73,6 +73,12 @@ def get(sources: list[str]) -> tuple[list, Kernels]:
     return _store(sources, misses, made, info)
 
 
+def workers_available() -> bool:
+    """Whether compile workers can take kernels: some are configured, and the disk cache
+    that brings their work back is on."""
+    return bool(config.compile_workers) and diskcache.enabled()
+
+
 def get_later(sources: list[str]) -> Future[tuple[list, Kernels]] | None:
     """``get(sources)`` as a future whose misses compile in the workers; None when there
     is nothing to wait for (all compiled or on disk) or no worker can take them (no
