@@ -121,6 +121,9 @@ def serve() -> None:
     replies = os.fdopen(os.dup(1), "w")  # the protocol's channel; anything else that
     os.dup2(2, 1)  # writes to stdout (a library's print) goes to stderr instead
     sys.stdout = sys.stderr
+    # Numba imports SciPy when it starts and SciPy's LAPACK bindings on its first compile,
+    # ~0.2 s of a worker's start-up; kernels never call SciPy, and Numba does without it.
+    sys.modules.setdefault("scipy", None)
     from .compiler import build_into_cache
 
     for line in sys.stdin:
