@@ -581,3 +581,20 @@ def test_results_are_the_callers_to_modify(backend):
     assert a is not y and not np.shares_memory(col, y) and wide.flags.writeable
     a[0] = col[1, 0] = wide[0, 0] = 7
     np.testing.assert_array_equal(y, [0, 1, 2])
+
+
+def test_the_public_names_load_on_first_use():
+    """``import tracejit`` imports the settings only (a compile worker needs no tracer);
+    every public name resolves, and ``tj.config`` is the Settings object, not its module."""
+    import subprocess
+    import sys
+
+    code = ("import sys, tracejit as tj; lazy = 'tracejit.api' not in sys.modules; "
+            "names = [getattr(tj, n) for n in tj.__all__]; "
+            "print(lazy, type(tj.config).__name__, 'numba' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["True", "Settings", "False"]
+    assert set(tj.__all__) == set(dir(tj)) & set(tj.__all__)
+    with pytest.raises(AttributeError, match="no attribute 'jitt'"):
+        tj.jitt  # noqa: B018

@@ -262,3 +262,19 @@ def test_blas_threads_come_back_after_a_background_compile():
     assert kinds(f) == {"interpreter"}
     assert f.wait_compiled(WAIT)
     assert blas._openblas()[1]() == before and blas._holders == 0
+
+
+@pytest.mark.parametrize("setting", ["TRACEJIT_DISK_CACHE=0", "compile_workers=0"])
+def test_without_workers_background_mode_compiles_in_the_caller(setting, monkeypatch):
+    """The workers hand kernels back through the disk cache: with it off, or with no
+    workers, a background compile is a synchronous one (never an interpreter forever)."""
+    name, value = setting.split("=")
+    if name == "compile_workers":
+        monkeypatch.setattr(tj.config, name, int(value))
+    else:
+        monkeypatch.setenv(name, value)
+    f = tj.jit(step, compile="background")
+    x, w = args()
+    for got, ref in zip(f(x, w), step(x, w), strict=True):
+        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+    assert kinds(f) == {"kernels"} and f.wait_compiled(0)
