@@ -670,3 +670,28 @@ def test_python_scalar_argument_can_change_type_between_calls(backend):
         x=st.sampled_from(DTYPES).flatmap(lambda dtype: arrays(dtype, (2, 3))),
         scalars=st.lists(st.one_of(*PY_ARGUMENTS.values()), min_size=2, max_size=4),
     )
+
+
+def test_small_kernels_compiled_later_give_the_same_bits(monkeypatch):
+    """With the default policy a first call runs kernels over a few elements as NumPy calls
+    and compiles those of exactly rounded ops afterwards (``Runner.faster``): the calls
+    after the switch must return the first call's bits, NaNs and signed zeros included."""
+    monkeypatch.setattr(tj.config, "min_kernel_size", 4096)
+    swapped = []
+
+    def test(prog):
+        f = tj.jit(prog.function(), backend="cpu")
+        try:
+            first = f(*prog.pack(prog.inputs))
+        except tj.errors.TracejitError:
+            return  # raising programs: check_call's business, in the tests above
+        (entry,) = f._cache.values()
+        assert f.wait_compiled(120)
+        swapped.append(entry.pending is not None)
+        check_call(f, prog, prog.inputs)
+        for a, b in zip(f(*prog.pack(prog.inputs)), first, strict=True):
+            np.testing.assert_array_equal(np.signbit(a), np.signbit(b))
+            np.testing.assert_array_equal(a, b)
+
+    settings(SETTINGS, max_examples=60)(given(prog=programs(exact_math=False))(test))()
+    assert sum(swapped) >= 3, f"only {sum(swapped)} of {len(swapped)} programs were swapped"
