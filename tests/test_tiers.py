@@ -17,6 +17,7 @@ import pytest
 
 import tracejit as tj
 from tracejit.backends.cpu import diskcache, native, workers
+from tracejit.config import cores
 from tracejit.errors import InvalidArgument
 
 WAIT = 120  # seconds: a cold worker imports Numba and compiles; CI machines are slow
@@ -247,7 +248,7 @@ def test_blas_leaves_a_core_to_the_workers_while_they_compile():
     blas.release()
     assert get_threads() == held  # one is still compiling
     blas.release()
-    assert held == max(1, min(before, blas._cores() - 1))
+    assert held == max(1, min(before, cores() - 1))
     assert get_threads() == before
 
 
@@ -278,3 +279,22 @@ def test_without_workers_background_mode_compiles_in_the_caller(setting, monkeyp
     for got, ref in zip(f(x, w), step(x, w), strict=True):
         np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
     assert kinds(f) == {"kernels"} and f.wait_compiled(0)
+
+
+def test_background_compiles_leave_a_worker_to_the_caller(monkeypatch):
+    """On 2 cores one background task runs at a time; a synchronous compile still finds a
+    free worker instead of queueing behind the background ones."""
+    monkeypatch.setattr(workers, "cores", lambda: 2)
+    p = workers.Pool(2)
+    cache = diskcache.cache_dir()
+    try:
+        slow = [p.submit("import time\ntime.sleep(600)", cache, background=True)
+                for _ in range(2)]
+        while not slow[0].running():
+            threading.Event().wait(0.01)
+        urgent = p.submit("not python(", cache)
+        with pytest.raises(workers.WorkerFailed, match="SyntaxError"):
+            urgent.result(WAIT)
+        assert not slow[1].running() and not slow[1].done()
+    finally:
+        p.close()

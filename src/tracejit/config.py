@@ -59,11 +59,18 @@ def _count(value) -> int:
 _CHECKS = {"compile": compile_mode, "min_kernel_size": _count, "compile_workers": _count}
 
 
+def cores() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def _default_workers() -> int:
     """Compile in parallel where there are cores for it: one worker per core, at most 4
-    (a worker holds Numba and LLVM, ~150 MB)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return min(cores or 1, 4) if (cores or 1) > 1 else 0
+    (a worker holds Numba and LLVM, ~250 MB)."""
+    n = cores()
+    return min(n, 4) if n > 1 else 0
 
 
 def _read(variable: str, default, parse):

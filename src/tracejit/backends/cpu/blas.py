@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 import threading
+
+from ...config import cores
 
 _SETTERS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
             "openblas_set_num_threads64_", "openblas_set_num_threads")
@@ -53,7 +54,7 @@ def hold_back() -> None:
         if blas is not None:
             set_threads, get_threads = blas
             _saved = get_threads()
-            set_threads(max(1, min(_saved, _cores() - 1)))
+            set_threads(max(1, min(_saved, cores() - 1)))
 
 
 def release() -> None:
@@ -64,8 +65,3 @@ def release() -> None:
         if _holders == 0 and _saved is not None:
             _openblas()[0](_saved)
             _saved = None
-
-
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-        os.cpu_count() or 1)

@@ -90,7 +90,7 @@ def get_later(sources: list[str]) -> Future[tuple[list, Kernels]] | None:
     if not config.compile_workers or None in misses.values():
         return None
     result: Future = Future()
-    pending = _submit(list(misses))
+    pending = _submit(list(misses), True)
     remaining = [len(pending)]
     count = threading.Lock()
 
@@ -148,15 +148,15 @@ def _compile(misses: Misses, info: Kernels) -> list:
     entries = list(misses.values())
     if len(misses) < 2 or config.compile_workers < 2 or None in entries:
         return [_compile_here(s, e) for s, e in misses.items()]
-    pending = _submit(list(misses))
+    pending = _submit(list(misses), False)
     return [_collect(s, e, pending[s], info) for s, e in misses.items()]
 
 
-def _submit(sources: list[str]) -> dict[str, Future]:
+def _submit(sources: list[str], background: bool) -> dict[str, Future]:
     """Hand ``sources`` to the workers, longest first: the largest kernels take longest to
     compile, and starting them first keeps one from finishing alone at the end."""
     pool, cache = workers.pool(config.compile_workers), diskcache.cache_dir()
-    return {s: pool.submit(s, cache) for s in sorted(sources, key=len, reverse=True)}
+    return {s: pool.submit(s, cache, background) for s in sorted(sources, key=len, reverse=True)}
 
 
 def _collect(source: str, entry: diskcache.Entry, compiled: Future, info: Kernels) -> object:

@@ -16,6 +16,7 @@ a shared queue and settles their futures.
 from __future__ import annotations
 
 import atexit
+import collections
 import json
 import os
 import queue
@@ -26,6 +27,8 @@ import traceback
 from concurrent.futures import Future
 from pathlib import Path
 
+from ...config import cores
+
 NICE = 10  # workers' priority below the caller's: a background compile must not starve it
 
 
@@ -34,49 +37,79 @@ class WorkerFailed(RuntimeError):
 
 
 class Pool:
-    """``workers`` compile processes fed from one queue of (source, future) tasks."""
+    """``workers`` compile processes fed from one queue of tasks. Background tasks (a
+    caller that is running meanwhile) occupy at most one worker fewer than there are cores:
+    the caller keeps a core, and its compile is not split four ways on the one left (on 2
+    cores the two-moons kernels arrived after 2.3 s with one worker, 3.0 s with two)."""
 
     def __init__(self, workers: int):
         self.pid = os.getpid()  # a forked child must not share its parent's pipes
-        self.tasks: queue.SimpleQueue = queue.SimpleQueue()
+        self.tasks: queue.SimpleQueue = queue.SimpleQueue()  # what a free worker may take
         self.processes: list[subprocess.Popen] = []
         self.lock = threading.Lock()
+        self.closed = False  # set by close: no worker is started afterwards
+        self.slots = max(1, cores() - 1)  # background tasks that may run now
+        self.waiting: collections.deque = collections.deque()  # background tasks beyond
         for _ in range(workers):
             threading.Thread(target=self._drive, name="tracejit-compile", daemon=True).start()
 
-    def submit(self, source: str, cache: Path) -> Future:
+    def submit(self, source: str, cache: Path, background: bool = False) -> Future:
         """A future of the directory, in the disk cache at ``cache``, holding ``source``'s
-        compiled kernel."""
+        compiled kernel; ``background``: for a caller that is not waiting."""
         future: Future = Future()
-        self.tasks.put(({"source": source, "cache": str(cache)}, future))
+        item = ({"source": source, "cache": str(cache)}, future, background)
+        with self.lock:
+            if background and not self.slots:
+                self.waiting.append(item)  # queued when a background task finishes
+                return future
+            self.slots -= background
+        self.tasks.put(item)
         return future
 
     def _drive(self) -> None:
         """Feed one worker process tasks, one at a time, starting it (again) as needed."""
         process = None
         while True:
-            task, future = self.tasks.get()
-            if not future.set_running_or_notify_cancel():
-                continue
+            task, future, background = self.tasks.get()
             try:
-                if process is None or process.poll() is not None:
-                    process = self._start()
-                process.stdin.write(json.dumps(task) + "\n")
-                process.stdin.flush()
-                line = process.stdout.readline()
-                if not line:
-                    raise WorkerFailed(f"the compile worker exited ({process.wait()})")
-                reply = json.loads(line)
-            except (OSError, ValueError, WorkerFailed) as e:
-                future.set_exception(e if isinstance(e, WorkerFailed) else WorkerFailed(str(e)))
-                process = None
-                continue
-            if "error" in reply:
-                future.set_exception(WorkerFailed(reply["error"]))
-            else:
-                future.set_result(Path(reply["directory"]))
+                process = self._run(process, task, future)
+            finally:
+                if background:  # its slot passes to the next background task, if any
+                    with self.lock:
+                        if self.waiting:
+                            self.tasks.put(self.waiting.popleft())
+                        else:
+                            self.slots += 1
+
+    def _run(self, process: subprocess.Popen | None, task: dict,
+             future: Future) -> subprocess.Popen | None:
+        """Run ``task`` on ``process`` (started if needed), settling ``future``; the
+        process to use next (None: start another)."""
+        if not future.set_running_or_notify_cancel():
+            return process
+        if self.closed:  # the process is exiting (or a test closed the pool)
+            future.set_exception(WorkerFailed("the compile workers are closed"))
+            return None
+        try:
+            if process is None or process.poll() is not None:
+                process = self._start()
+            process.stdin.write(json.dumps(task) + "\n")
+            process.stdin.flush()
+            line = process.stdout.readline()
+            if not line:
+                raise WorkerFailed(f"the compile worker exited ({process.wait()})")
+            reply = json.loads(line)
+        except (OSError, ValueError, WorkerFailed) as e:
+            future.set_exception(e if isinstance(e, WorkerFailed) else WorkerFailed(str(e)))
+            return None
+        if "error" in reply:
+            future.set_exception(WorkerFailed(reply["error"]))
+        else:
+            future.set_result(Path(reply["directory"]))
+        return process
 
     def _start(self) -> subprocess.Popen:
+        """A new worker process (WorkerFailed once the pool is closed)."""
         src = str(Path(__file__).resolve().parents[3])  # the directory holding tracejit/
         path = os.environ.get("PYTHONPATH")
         env = {**os.environ, "PYTHONPATH": src if not path else src + os.pathsep + path}
@@ -86,11 +119,16 @@ class Pool:
             stdout=subprocess.PIPE, env=env, text=True, bufsize=1)
         with self.lock:
             self.processes.append(process)
+            if self.closed:  # closed while this one started: it must not outlive the pool
+                process.kill()
+                raise WorkerFailed("the compile workers are closed")
         return process
 
     def close(self) -> None:
-        """Kill the workers (a kernel they were compiling is simply not saved)."""
+        """Kill the workers (a kernel they were compiling is simply not saved); tasks still
+        queued fail."""
         with self.lock:
+            self.closed = True
             for p in self.processes:
                 if p.poll() is None:
                     p.kill()
