@@ -7,7 +7,11 @@ where CuPy sees one, or on the emulated GPU of tools/cudasim with TRACEJIT_TEST_
 Hypothesis examples are the same on every run unless HYPOTHESIS_PROFILE=explore.
 """
 
+import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 # Tests use small arrays to exercise the kernels: compile every kernel, however small
 # (test_first_call.py checks the default policy in processes of its own).
@@ -18,6 +22,8 @@ import pytest
 from hypothesis import settings
 
 import tracejit
+
+SRC = Path(__file__).resolve().parents[1] / "src"
 
 # Hypothesis draws the same examples on every run by default, so that CI's verdict on a
 # commit does not depend on luck; HYPOTHESIS_PROFILE=explore draws new ones (do this when
@@ -67,3 +73,25 @@ def _private_disk_cache(tmp_path_factory):
 def _quiet_numpy():
     with np.errstate(all="ignore"):
         yield
+
+
+@pytest.fixture
+def fresh_processes(tmp_path):
+    """``run(script, **env)``: the Python ``script`` run in two new processes, one after the
+    other, sharing a disk cache of their own (``tmp_path / "c"``); each one's (JSON printed
+    on stdout, stderr)."""
+
+    def run(script: str, **env: str) -> list[tuple[dict, str]]:
+        environ = {**os.environ, "PYTHONPATH": str(SRC), "TRACEJIT_CACHE_DIR": str(tmp_path / "c"),
+                   **env}
+        environ.pop("TRACEJIT_DISK_CACHE", None)
+        path = tmp_path / "script.py"
+        path.write_text(script)
+        runs = []
+        for _ in range(2):
+            done = subprocess.run([sys.executable, str(path)], env=environ, capture_output=True,
+                                  text=True, timeout=120, check=True)
+            runs.append((json.loads(done.stdout), done.stderr))
+        return runs
+
+    return run

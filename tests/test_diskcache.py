@@ -92,18 +92,8 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_second_process_loads_instead_of_compiling(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(SRC), "TRACEJIT_CACHE_DIR": str(tmp_path / "c"),
-           "TRACEJIT_LOG": "1"}
-    env.pop("TRACEJIT_DISK_CACHE", None)
-    script = tmp_path / "script.py"
-    script.write_text(SCRIPT)
-    runs = []
-    for _ in range(2):
-        p = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
-                           text=True, timeout=120, check=True)
-        runs.append((json.loads(p.stdout), p.stderr))
-    (first, log1), (second, log2) = runs
+def test_second_process_loads_instead_of_compiling(fresh_processes):
+    (first, log1), (second, log2) = fresh_processes(SCRIPT, TRACEJIT_LOG="1")
     assert first["compiled"] >= 1 and first["loaded"] == 0
     assert "disk cache miss" in log1
     assert second["compiled"] == 0 and second["loaded"] == first["compiled"]

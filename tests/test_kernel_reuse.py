@@ -5,12 +5,7 @@ up to their names are one), and across processes (one disk-cache entry per kerne
 Compiles are counted by the CPU backend's own tally (``cpu.stats()``), never timed.
 """
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,7 +17,6 @@ from tracejit.backends.cpu.codegen import generate
 from tracejit.backends.cpu.emitter import PARALLEL_MIN_SIZE
 from tracejit.passes.contract import SMALL_K
 
-SRC = Path(__file__).resolve().parents[1] / "src"
 RNG = np.random.default_rng(0)
 HIDDEN = 64  # 5000 rows of it are above PARALLEL_MIN_SIZE, 7 rows below
 W = RNG.standard_normal((2, HIDDEN)).astype(np.float32)
@@ -143,15 +137,8 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_a_new_process_loads_every_batch_size_from_disk(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(SRC), "TRACEJIT_CACHE_DIR": str(tmp_path / "c"),
-           "TRACEJIT_MIN_KERNEL_SIZE": "0"}
-    env.pop("TRACEJIT_DISK_CACHE", None)
-    script = tmp_path / "script.py"
-    script.write_text(SCRIPT)
-    first, second = (json.loads(subprocess.run(
-        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120,
-        check=True).stdout) for _ in range(2))
+def test_a_new_process_loads_every_batch_size_from_disk(fresh_processes):
+    (first, _), (second, _) = fresh_processes(SCRIPT, TRACEJIT_MIN_KERNEL_SIZE="0")
     assert first["compiled"] >= 1 and first["reused"] == first["compiled"]  # 5 rows reused
     assert second["compiled"] == 0 and second["loaded"] == first["compiled"]
     assert not second["numba"]  # (the first may have compiled in worker processes)
