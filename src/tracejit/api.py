@@ -137,8 +137,9 @@ class _Entry:
                 runner = done.result()
             except Exception as e:
                 _logger().warning("tracejit: compiling %s(%s) in the background failed; it "
-                                  "keeps running on the interpreter (please report this): %s",
-                                  self.name, self.signature, e)
+                                  "keeps running %s (please report this): %s", self.name,
+                                  self.signature, "on the interpreter" if self.interpreting
+                                  else "with NumPy calls for its small kernels", e)
                 self.pending.set_exception(e)
                 return
             self.runner, self.profiled = runner, None
@@ -468,7 +469,7 @@ class JitFunction:
     def wait_compiled(self, timeout: float | None = None) -> bool:
         """Wait until every signature compiling in the background runs all its compiled
         code (or ``timeout`` seconds pass); whether they all do. A compile that failed
-        counts as done: that signature stays where it was (the log says why)."""
+        ends the wait with False: that signature stays where it was (the log says why)."""
         deadline = None if timeout is None else time.perf_counter() + timeout
         while True:
             with self._lock:
