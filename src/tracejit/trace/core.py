@@ -12,6 +12,7 @@ from ..ir import Graph, Node, TensorType, Value
 from ..ir.registry import COMPARISONS, REGISTRY
 from ..ir.types import type_of_constant
 from ..locations import user_location
+from . import intercept
 from .tracer import Tracer
 
 _state = threading.local()
@@ -172,11 +173,13 @@ class tracing:
         if not hasattr(_state, "stack"):
             _state.stack = []
         _state.stack.append(self.trace)
+        intercept.begin()
         return self.trace
 
     def __exit__(self, *exc) -> None:
         _state.stack.pop()
         self.trace.active = False
+        intercept.end()
 
 
 def bind(op: str, *operands, **attrs):
