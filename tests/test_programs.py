@@ -28,15 +28,13 @@ MIN_PROGRAMS = 45
 # float32, random draws. TRACEJIT_CORPUS=all runs every program there too (as
 # `python -m tests.programs` always does).
 CPU_SUBSET = frozenset({
-    "jacobi_1d", "heat_1d", "fdtd_2d", "game_of_life", "floyd_warshall", "needleman_wunsch",
-    "viterbi", "cov_and_corrcoef", "running_mean", "histogram_counts", "bootstrap_ci",
-    "gram_schmidt", "lu_inplace", "cholesky", "solve_with_residual", "rotate_points",
-    "mlp_loss", "conv1d", "rnn_forward", "attention_float32", "kmeans_step",
-    "batchnorm_train", "nbody_step", "lorenz_euler", "noisy_measurement",
-    "metropolis_sweep", "moving_average", "sinc_lowpass", "half_wave_rectify",
+    "jacobi_1d", "fdtd_2d", "game_of_life", "floyd_warshall", "needleman_wunsch", "viterbi",
+    "cov_and_corrcoef", "running_mean", "histogram_counts", "bootstrap_ci", "gram_schmidt",
+    "lu_inplace", "solve_with_residual", "rotate_points", "mlp_loss", "conv1d",
+    "attention_float32", "kmeans_step", "batchnorm_train", "nbody_step", "lorenz_euler",
+    "noisy_measurement", "metropolis_sweep", "sinc_lowpass", "half_wave_rectify",
 })
-CPU_GRAD_SUBSET = frozenset({"heat_1d", "cholesky", "mlp_loss", "conv1d", "rnn_forward",
-                             "rotate_points"})
+CPU_GRAD_SUBSET = frozenset({"mlp_loss", "conv1d", "rotate_points"})
 REGENERATE = "regenerate programs/expected.py: PYTHONPATH=src python -m tests.programs --update"
 
 

@@ -225,6 +225,4 @@ EXPECTED_FAILURES: dict[str, str] = {
         "UnsupportedOperation: numpy.diff is not supported by tracejit",
     "zscore":
         "ConcretizationError: iteration over a 0-d traced value",
-    "zscore:grad":
-        "ConcretizationError: iteration over a 0-d traced value",
 }
