@@ -24,7 +24,6 @@ from ..ir.ops import normalize_axis
 from . import numpy_api as npa
 from .core import bind
 from .numpy_api import _as_strong_operand, _scalar_result, _strong, aval, implements
-from .tracer import Tracer
 
 linalg = np.linalg
 _NO = object()
@@ -335,9 +334,10 @@ def norm(x, ord=None, axis=None, keepdims=False):
     if axis is None:
         axis = tuple(range(nd))
     elif not isinstance(axis, tuple):
-        if isinstance(axis, Tracer) or not isinstance(axis, (int, np.integer)):
-            raise TypeError("'axis' must be None, an integer or a tuple of integers")
-        axis = (int(axis),)
+        try:
+            axis = (int(axis),)
+        except Exception:
+            raise TypeError("'axis' must be None, an integer or a tuple of integers") from None
     if len(axis) == 1:
         return _scalar_result(_vector_norm(x, ord, axis, keepdims))
     if len(axis) != 2:
@@ -429,7 +429,7 @@ def multi_dot(arrays, *, out=None):
     if n == 3:
         (a0, a1b0), (b1c0, c1) = aval(arrays[0]).shape, aval(arrays[2]).shape
         left_first = a0 * b1c0 * (a1b0 + c1) < a1b0 * c1 * (a0 + b1c0)
-        order = np.array([[0, 0, 1 - left_first], [0, 0, 1], [0, 0, 0]])
+        order = np.array([[0, 0, int(left_first)], [0, 0, 1], [0, 0, 0]])
     else:
         order = _chain_order([aval(a).shape[0] for a in arrays] + [aval(arrays[-1]).shape[1]])
     result = _chain(arrays, order, 0, n - 1)
