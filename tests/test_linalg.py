@@ -132,6 +132,19 @@ def test_compositions_match_numpy(name, backend):
     assert_same(_run(fn, args, backend), fn(*args), 100)
 
 
+def test_lstsq_rank_deficient(backend):
+    """The rank is the data's, a traced int32 as NumPy's; NumPy's residuals then are an
+    empty array, a shape no trace can know: tracejit gives the least-norm solution's."""
+    a = np.column_stack([TALL[:, 0], TALL[:, 0], TALL[:, 1]])
+    x, res, rank, s = _run(la.lstsq, (a, VEC), backend)
+    want_x, want_res, want_rank, want_s = la.lstsq(a, VEC)
+    assert rank == want_rank == 2 and rank.dtype == want_rank.dtype == np.int32
+    np.testing.assert_allclose(x, want_x, rtol=1e-10)
+    np.testing.assert_allclose(s, want_s, rtol=1e-12)
+    assert want_res.shape == (0,) and res.shape == (1,)
+    np.testing.assert_allclose(res, [np.sum((a @ want_x - VEC) ** 2)], rtol=1e-10)
+
+
 def test_multi_dot_takes_the_cheapest_order():
     """(5x3)(3x5)(5x1): right to left is 30 multiplications against 90."""
     a, b, c = TALL, WIDE, TALL[:, :1]
@@ -363,3 +376,17 @@ def test_singular_on_the_gpu(gpu):
     grad = tj.grad(lambda a: np.sum(la.inv(a) ** 2), backend="cuda")
     np.testing.assert_allclose(tj.to_host(grad(SQ)),
                                tj.grad(lambda a: np.sum(la.inv(a) ** 2))(SQ), rtol=1e-9)
+
+
+@pytest.mark.skipif(REAL, reason="checks the emulator")
+def test_cudasim_linalg_raises_only_when_asked():
+    """As CuPy: cuSOLVER's failure is an error only under cupyx.errstate(linalg="raise")
+    (the runner's library steps ask for it), else the result is garbage (NaNs here)."""
+    import cudasim
+
+    with cudasim.installed() as cp:
+        x = cp.asarray(np.ones((2, 2)))
+        assert np.isnan(cp.linalg.inv(x).get()).all()
+        with cudasim.cupyx.errstate(linalg="raise"), pytest.raises(la.LinAlgError):
+            cp.linalg.inv(x)
+        np.testing.assert_array_equal(cp.linalg.det(x).get(), 0.0)
