@@ -104,6 +104,7 @@ CLOSE = {
     "lstsq": (la.lstsq, (TALL, VEC)), "lstsq-matrix": (la.lstsq, (TALL, TALL[:, :2] * 2)),
     "lstsq-square": (la.lstsq, (M, B[0])), "lstsq-wide": (la.lstsq, (WIDE, VEC[:3])),
     "lstsq-rcond": (lambda a, b: la.lstsq(a, b, rcond=1e-3), (TALL, VEC)),
+    "lstsq-negative-rcond": (lambda a, b: la.lstsq(a, b, rcond=-1), (TALL, VEC)),
     "lstsq-f32": (la.lstsq, (TALL.astype(np.float32), VEC.astype(np.float32))),
     "multi_dot": (lambda a, b, c: la.multi_dot([a, b, c]), (TALL, WIDE, TALL)),
     "multi_dot-4": (lambda a, b, c: la.multi_dot([c[:, 0], a, b, a, c[0]]), (TALL, WIDE, TALL)),

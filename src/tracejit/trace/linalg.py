@@ -241,8 +241,12 @@ def lstsq(a, b, rcond=None):
     (m, n), (m2, _) = ta.shape, aval(b).shape
     if m != m2:
         raise LinAlgError("Incompatible dimensions")
+    if m == 0 or n == 0:
+        raise npa._unsupported("linalg.lstsq", " of an empty matrix")
     if rcond is None:
         rcond = np.finfo(np.float64).eps * builtins.max(n, m)
+    elif isinstance(rcond, (int, float, np.number)) and rcond < 0:
+        rcond = np.finfo(np.float64).eps  # gelsd: machine precision
     u, s, vt = svd(a, full_matrices=False)
     large = bind("greater", s, bind("multiply", rcond, npa.max(s)))
     inv_s = npa.reshape(_reciprocal_where(large, s), (-1, 1))
