@@ -133,6 +133,25 @@ CASES.update({
         + np.tile(x[:, :1], (1, 3)), [ANY], ((3, 3),), ops=("slice", "concatenate")),
     "zeros_like_full": Case(lambda x: np.ones_like(x) * x + np.full_like(x, 2.0) * x ** 2,
                             [ANY], "one", ops=("full",)),
+    # linalg: inputs kept well-conditioned (diagonally dominant, positive definite,
+    # distinct eigenvalues and singular values) for every draw of UNIT entries
+    "det_slogdet_inv": Case(
+        lambda x: np.linalg.det(x + 3 * np.eye(3)) * np.linalg.inv(x + 3 * np.eye(3))
+        + np.linalg.slogdet(x.T - 3 * np.eye(3))[1], [UNIT], ((3, 3),),
+        ops=("det", "slogdet", "inv")),
+    "solve": Case(lambda a, b: np.linalg.solve(a + 3 * np.eye(3), b), [UNIT, ANY],
+                  ((2, 3, 3), (3, 2)), ops=("solve",)),
+    "cholesky": Case(lambda x: np.linalg.cholesky(x @ x.T + 3 * np.eye(3)), [UNIT], ((3, 3),),
+                     ops=("cholesky",)),
+    "qr": Case(lambda x: np.concatenate(np.linalg.qr(x + np.eye(4, 3) * 3), axis=0), [UNIT],
+               ((4, 3),), ops=("qr",)),
+    "eigh": Case(lambda x: np.linalg.eigh(np.diag([0.0, 3.0, 6.0]) + 0.1 * (x + x.T))[0]
+                 + np.linalg.eigh(np.diag([0.0, 3.0, 6.0]) + 0.1 * (x + x.T))[1] ** 3, [UNIT],
+                 ((3, 3),), ops=("eigh",)),
+    "svd": Case(lambda x: np.linalg.svd(np.eye(4, 3) * [3.0, 2.0, 1.0] + 0.1 * x,
+                                        full_matrices=False)[0] ** 3
+                + np.linalg.svdvals(np.eye(4, 3) * [3.0, 2.0, 1.0] + 0.1 * x), [UNIT],
+                ((4, 3),), ops=("svd",)),
     "softmax_logsumexp": Case(
         lambda x: np.exp(x - x.max(1, keepdims=True))
         / np.exp(x - x.max(1, keepdims=True)).sum(1, keepdims=True),

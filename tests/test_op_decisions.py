@@ -102,6 +102,11 @@ DECISIONS: dict[str, Row] = {
                   why=f"BLAS / cuBLAS (the samples have K > SMALL_K; float matmuls with "
                       f"K <= {SMALL_K} are CPU kernels, see test_small_k_matmul); cuBLAS has "
                       "no integer or bool matmul, so those run on the host"),
+    # ------------------------------------------------------------ linalg
+    **{op: Row({"?il": NO, "fd": L}, {"?il": NO, "fd": L},
+               why="LAPACK through NumPy / cuSOLVER through CuPy; the tracer converts integer "
+                   "and bool operands to float64 first, so the ops take floats only")
+       for op in ("det", "slogdet", "inv", "solve", "cholesky", "qr", "eigh", "svd")},
     # ------------------------------------------------------------ structural, indexing
     **{op: Row(L, L, why="a view or a copy: NumPy on the CPU, CuPy on the GPU")
        for op in ("reshape", "transpose", "broadcast_to", "slice", "concatenate", "pad")},
@@ -150,6 +155,8 @@ def sample(op: str, code: str) -> Node | None:
         "full": lambda: _node(op, [], shape=(4, 32), dtype=dt, value=0),
         "transfer": lambda: _node(op, [x], source="cpu", device="cuda:0"),
     }
+    if d.kind is Kind.LINALG:
+        return _linalg_sample(op, dt)
     if op in builders:
         return builders[op]()
     if d.kind is Kind.REDUCTION:
@@ -159,6 +166,21 @@ def sample(op: str, code: str) -> Node | None:
         return _node(op, [x] * d.ufunc.nin)
     except Exception:  # the IR rule raises NumPy's error: no loop for these dtypes
         return None
+
+
+LINALG_ATTRS = {"cholesky": {"upper": False}, "qr": {"mode": "reduced"},
+                "eigh": {"UPLO": "L", "vectors": True},
+                "svd": {"full_matrices": False, "compute_uv": True}}
+
+
+def _linalg_sample(op: str, dt: np.dtype) -> Node | None:
+    """A stack of 4x4 matrices (and right-hand sides for solve); None for the dtypes the
+    op does not take (the tracer converts those to float64)."""
+    if dt.kind != "f":
+        return None
+    x = TensorType((2, 4, 4), dt)
+    inputs = [x, TensorType((2, 4, 3), dt)] if op == "solve" else [x]
+    return _node(op, inputs, **LINALG_ATTRS.get(op, {}))
 
 
 def decided(backend: str, node: Node | None) -> str:

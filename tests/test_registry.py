@@ -83,6 +83,7 @@ def test_binary_ufunc_all_dtype_pairs(name, backend):
 # One case per non-ufunc op: (function, args). Each must produce its op when traced.
 F32 = sample(np.float32, (3, 4))
 I64 = np.array([2, 0, -1], dtype=np.int64)
+SQUARE = np.array([[2.0, 1.0, 0.5], [-1.0, 3.0, 0.25], [0.0, 1.5, 4.0]], dtype=np.float32)
 OP_CASES = {
     "where": (lambda x: np.where(x > 0, x, -1), (F32,)),
     "clip": (lambda x, lo: np.clip(x, lo, np.int32(2)), (F32, np.float64(-0.5))),
@@ -105,6 +106,14 @@ OP_CASES = {
     "gather": (lambda x, i: x[:, i], (F32, I64)),
     "stop_gradient": (lambda x: tj.stop_gradient(x) * 2, (F32,)),
     "scatter_add": (lambda x, i: tj.grad(lambda y: np.sum(y[:, i] * 2.0))(x), (F32, I64)),
+    "det": (lambda a: np.linalg.det(a), (SQUARE,)),
+    "slogdet": (lambda a: np.linalg.slogdet(a), (SQUARE,)),
+    "inv": (lambda a: np.linalg.inv(a), (SQUARE,)),
+    "solve": (lambda a, b: np.linalg.solve(a, b), (SQUARE, F32[:, :2])),
+    "cholesky": (lambda a: np.linalg.cholesky(a @ a.T + 3 * np.eye(3)), (SQUARE,)),
+    "qr": (lambda a: np.linalg.qr(a, mode="complete"), (F32.T,)),
+    "eigh": (lambda a: np.linalg.eigh(a + a.T), (SQUARE,)),
+    "svd": (lambda a: np.linalg.svd(a, full_matrices=False), (F32,)),
     "constant": (lambda x: x + np.arange(4), (F32,)),
     "full": (lambda x: np.full_like(x, 3), (F32,)),
 }

@@ -7,6 +7,8 @@ file and line and say what to do instead.
 
 from __future__ import annotations
 
+import numpy as np
+
 from .locations import SourceLocation, user_location
 
 
@@ -83,6 +85,11 @@ class IndexOutOfBounds(TracejitError, IndexError):
 
 class InvalidValue(TracejitError, ValueError):
     """A value NumPy rejects while computing, e.g. an integer to a negative integer power."""
+
+
+class LinAlgError(TracejitError, np.linalg.LinAlgError):
+    """What ``numpy.linalg`` raises: a stack that is not of square matrices (found while
+    tracing), or a singular or not positive definite matrix (found while running)."""
 
 
 class ScalarOverflow(TracejitError, OverflowError):

@@ -32,7 +32,7 @@ import contextlib
 import sys
 import types
 
-from . import _array, _cuda
+from . import _array, _cuda, _linalg
 from ._array import ndarray
 from ._errors import CompileError, CUDADriverError, CUDARuntimeError, IllegalAddressError
 from ._state import (
@@ -64,13 +64,16 @@ _runtime = _module("cupy.cuda.runtime", "Emulated cupy.cuda.runtime.",
                    CUDARuntimeError=CUDARuntimeError)
 _cuda_module = _module("cupy.cuda", "Emulated cupy.cuda.", Device=_cuda.Device,
                        runtime=_runtime, get_current_stream=_cuda.get_current_stream)
+_linalg_module = _module("cupy.linalg", "Emulated cupy.linalg (NumPy's LAPACK on the host).",
+                         **_linalg.FUNCTIONS)
 cupy = _module("cupy", "Emulated CuPy (cudasim): the subset tracejit's runner may use.",
                ndarray=ndarray, cuda=_cuda_module, RawModule=_cuda.RawModule,
-               **_array.FUNCTIONS)
-cupyx = _module("cupyx", "Emulated cupyx (cudasim).", scatter_add=_array.scatter_add)
+               linalg=_linalg_module, **_array.FUNCTIONS)
+cupyx = _module("cupyx", "Emulated cupyx (cudasim).", scatter_add=_array.scatter_add,
+                errstate=_linalg.errstate)
 
 _MODULES = {"cupy": cupy, "cupy.cuda": _cuda_module, "cupy.cuda.runtime": _runtime,
-            "cupyx": cupyx}
+            "cupy.linalg": _linalg_module, "cupyx": cupyx}
 _saved: list[dict] = []
 
 def install(scheduler: str | None = None) -> types.ModuleType:

@@ -22,6 +22,7 @@ import math
 import numpy as np
 
 from ..trace.core import bind
+from .linalg_rules import LINALG_VJP
 
 # Ops with no cotangent at all: boolean, integer or index results.
 NON_DIFFERENTIABLE = frozenset(
@@ -356,4 +357,5 @@ VJP = {
     "scatter_add": _scatter_add_rule,
     "constant": lambda g, ans, **attrs: (),  # no inputs: nothing to propagate
     "full": lambda g, ans, **attrs: (),
+    **LINALG_VJP,
 }

@@ -10,7 +10,7 @@ from time import perf_counter
 
 import numpy as np
 
-from ..errors import IndexOutOfBounds, InvalidValue, IRError, ScalarOverflow
+from ..errors import IndexOutOfBounds, InvalidValue, IRError, LinAlgError, ScalarOverflow
 from ..ir import Graph, Node
 from ..ir.registry import REGISTRY
 from ..passes.fusion import fuse
@@ -23,8 +23,8 @@ exact = True  # it is NumPy
 passes = ()
 
 # NumPy's run-time errors and the typed error each becomes (located at the node's line).
-_TYPED = ((IndexError, IndexOutOfBounds), (OverflowError, ScalarOverflow),
-          (ValueError, InvalidValue))
+_TYPED = ((np.linalg.LinAlgError, LinAlgError), (IndexError, IndexOutOfBounds),
+          (OverflowError, ScalarOverflow), (ValueError, InvalidValue))
 
 
 def source(graph: Graph) -> str:

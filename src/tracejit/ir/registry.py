@@ -33,6 +33,7 @@ class Kind(enum.Enum):
     ELEMENTWISE = "elementwise"
     REDUCTION = "reduction"
     CONTRACTION = "contraction"
+    LINALG = "linalg"  # numpy.linalg factorisations and solvers (ir/linalg_ops.py)
     STRUCTURAL = "structural"
     INDEXING = "indexing"
     CREATION = "creation"

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..errors import InvalidArgument
 from ..ir import Graph, TensorType
-from . import array_methods, pytree
+from . import array_methods, linalg, pytree  # noqa: F401  (linalg: numpy.linalg)
 from .core import Trace, tracing
 from .tracer import Tracer
 

@@ -17,7 +17,7 @@ from concurrent.futures import Future
 
 import numpy as np
 
-from ...errors import IndexOutOfBounds, InvalidValue, IRError, ScalarOverflow
+from ...errors import IndexOutOfBounds, InvalidValue, IRError, LinAlgError, ScalarOverflow
 from ...ir import Graph, Node
 from ..base import DiskCacheInfo, Runner, ignore
 from . import blas, native
@@ -28,8 +28,9 @@ name = "cpu"
 device_kind = None  # compiles for the host, chosen with jit(backend="cpu") (the default)
 exact = True  # Numba is not allowed to contract or reassociate float arithmetic
 passes = ()
-_TYPED = ((IndexError, IndexOutOfBounds), (OverflowError, ScalarOverflow),
-          (ArithmeticError, InvalidValue), (ValueError, InvalidValue))
+_TYPED = ((np.linalg.LinAlgError, LinAlgError), (IndexError, IndexOutOfBounds),
+          (OverflowError, ScalarOverflow), (ArithmeticError, InvalidValue),
+          (ValueError, InvalidValue))
 
 
 def source(graph: Graph) -> str:

@@ -24,7 +24,14 @@ import time
 import numpy as np
 
 from ... import targets
-from ...errors import IndexOutOfBounds, InvalidValue, IRError, KernelError, ScalarOverflow
+from ...errors import (
+    IndexOutOfBounds,
+    InvalidValue,
+    IRError,
+    KernelError,
+    LinAlgError,
+    ScalarOverflow,
+)
 from ...ir import Graph, Node
 from ..base import Runner, ignore
 from . import codegen, library, runner
@@ -36,8 +43,9 @@ name = "cuda"
 device_kind = "cuda"  # runs graphs placed on a GPU, chosen by the device
 exact = False  # NVRTC contracts a*b+c into fused multiply-adds
 passes = ()
-_TYPED = ((IndexError, IndexOutOfBounds), (OverflowError, ScalarOverflow),
-          (ArithmeticError, InvalidValue), (ValueError, InvalidValue))
+_TYPED = ((np.linalg.LinAlgError, LinAlgError), (IndexError, IndexOutOfBounds),
+          (OverflowError, ScalarOverflow), (ArithmeticError, InvalidValue),
+          (ValueError, InvalidValue))
 
 
 def compile_later(graph: Graph) -> None:

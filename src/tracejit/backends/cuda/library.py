@@ -6,6 +6,12 @@ as NumPy does; gathers check their indices first, because CuPy's integer indexin
 out-of-range index around where NumPy raises IndexError (the check costs one
 synchronisation). An op absent here, or with dtypes ``supported`` refuses, runs on the CPU
 (see the placement pass).
+
+The ``numpy.linalg`` ops are ``cupy.linalg`` (cuSOLVER) calls, their several results
+packed into one array as the registry defines them (``ir/linalg_ops.py``). ``inv``,
+``solve`` and ``cholesky`` run under ``cupyx.errstate(linalg="raise")``, which checks
+cuSOLVER's info (one synchronisation each) so that a singular or not positive definite
+matrix raises NumPy's LinAlgError, where CuPy would return garbage.
 """
 
 from __future__ import annotations
@@ -74,7 +80,65 @@ def _arg(name: str):
     return run
 
 
+def _raising(cupy):
+    """``cupyx.errstate(linalg="raise")``: cuSOLVER's failures raise LinAlgError."""
+    return importlib.import_module("cupyx").errstate(linalg="raise")
+
+
+def _pack(cupy, batch: tuple[int, ...], *results):
+    return cupy.concatenate([r.reshape(batch + (-1,)) for r in results], axis=-1)
+
+
+def _solve(cupy, a, b):
+    """cupy.linalg.solve of b (..., m, k), the batch dims broadcast first (CuPy does not)."""
+    batch = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+    a = cupy.ascontiguousarray(cupy.broadcast_to(a, batch + a.shape[-2:]))
+    b = cupy.ascontiguousarray(cupy.broadcast_to(b, batch + b.shape[-2:]))
+    with _raising(cupy):
+        return cupy.linalg.solve(a, b)
+
+
+def _inv(cupy, x):
+    with _raising(cupy):
+        return cupy.linalg.inv(x)
+
+
+def _cholesky(cupy, x, *, upper):
+    with _raising(cupy):
+        lower = cupy.linalg.cholesky(x)
+    return lower.transpose(tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2)) if upper \
+        else lower
+
+
+def _qr(cupy, x, *, mode):
+    out = cupy.linalg.qr(x, mode=mode)
+    return _pack(cupy, x.shape[:-2], *((out,) if mode == "r" else out))
+
+
+def _eigh(cupy, x, *, UPLO, vectors):
+    if not vectors:
+        return _pack(cupy, x.shape[:-2], cupy.linalg.eigvalsh(x, UPLO=UPLO))
+    return _pack(cupy, x.shape[:-2], *cupy.linalg.eigh(x, UPLO=UPLO))
+
+
+def _svd(cupy, x, *, full_matrices, compute_uv):
+    out = cupy.linalg.svd(x, full_matrices=full_matrices, compute_uv=compute_uv)
+    return _pack(cupy, x.shape[:-2], *(out if compute_uv else (out,)))
+
+
+LINALG = {
+    "det": lambda cupy, x: cupy.linalg.det(x),
+    "slogdet": lambda cupy, x: _pack(cupy, x.shape[:-2], *cupy.linalg.slogdet(x)),
+    "inv": _inv,
+    "solve": _solve,
+    "cholesky": _cholesky,
+    "qr": _qr,
+    "eigh": _eigh,
+    "svd": _svd,
+}
+
 TABLE = {
+    **LINALG,
     "argmax": _arg("argmax"),
     "argmin": _arg("argmin"),
     "matmul": _matmul,
@@ -103,7 +167,7 @@ def supported(node) -> bool:
                                    else node.inputs)]
     if not all(CUDA.supports(d) for d in (*data, node.out.type.dtype)):
         return False
-    if node.op == "matmul":  # cuBLAS: float32 or float64 (an int operand is converted)
+    if node.op == "matmul" or node.op in LINALG:  # cuBLAS, cuSOLVER: float32 or float64
         return node.out.type.dtype in _FLOATS
     if node.op == "scatter_add":
         return node.out.type.dtype in _ATOMIC
