@@ -353,3 +353,44 @@ def test_threads_share_the_global_state_as_in_numpy():
     np.random.seed(1)
     first, second = np.random.rand(3), np.random.rand(3)
     assert sorted(map(tuple, out)) == sorted([tuple(first), tuple(second)])
+
+
+def test_draws_run_on_the_host_under_cuda(monkeypatch):
+    """On a GPU the draws still call NumPy's generator, on the host (CuPy's generators
+    give other numbers), by design: no fallback warning, and strict placement allows it."""
+    import cudasim
+
+    from tracejit import targets
+
+    monkeypatch.setattr(targets, "gpu_requested", False)
+
+    def f(x, rng):
+        return np.exp(x) * rng.normal(x) + np.random.rand(3)
+
+    with cudasim.installed(scheduler="fibers"):
+        cudasim.set_device_count(1)
+        targets._cupy.cache_clear()
+        targets._gpu_count.cache_clear()
+        try:
+            jf = tj.jit(f, device="cuda", strict=True)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                np.random.seed(3)
+                got = [tj.to_host(jf(X, g)) for g in (np.random.default_rng(1),) * 2]
+        finally:
+            targets._cupy.cache_clear()
+            targets._gpu_count.cache_clear()
+    np.random.seed(3)
+    g = np.random.default_rng(1)
+    want = [f(X, g) for _ in range(2)]
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_a_static_generator_argument_draws_on_every_call(backend):
+    """A generator marked static (static_argnums) is keyed by identity; it still draws
+    on every call (a dynamic one, the default, reuses one signature for every generator)."""
+    f = tj.jit(lambda x, rng: x + rng.normal(size=3), static_argnums=1, backend=backend)
+    rng, ref = np.random.default_rng(6), np.random.default_rng(6)
+    for _ in range(2):
+        same(f(X, rng), X + ref.normal(size=3))

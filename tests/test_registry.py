@@ -107,6 +107,8 @@ OP_CASES = {
     "scatter_add": (lambda x, i: tj.grad(lambda y: np.sum(y[:, i] * 2.0))(x), (F32, I64)),
     "constant": (lambda x: x + np.arange(4), (F32,)),
     "full": (lambda x: np.full_like(x, 3), (F32,)),
+    # seeded inside: NumPy and the jitted function draw the same numbers (test_random.py)
+    "random": (lambda x: (np.random.seed(0), x * np.random.normal(x, size=(3, 4)))[1], (F32,)),
 }
 
 

@@ -43,7 +43,7 @@ from .passes.placement import place
 from .profiler import ACTIVE as _PROFILES
 from .trace import Tracer, pytree, trace_function
 from .trace.core import array_problem
-from .trace.random import GENERATORS, TracedGenerator, traced_generator
+from .trace.random import GENERATORS, TracedGenerator, traced_generator, traced_static
 from .trace.tracer import as_arguments
 
 CacheInfo = namedtuple("CacheInfo", "hits misses signatures")
@@ -408,9 +408,9 @@ class JitFunction:
                        for t, key in zip(tracers, sig.leaves, strict=True)]
             dyn_args, dyn_kw = pytree.unflatten(sig.tree, tracers)
             dyn = iter(dyn_args)
-            st = iter(sig.statics)
+            st = iter(traced_static(v) for v in sig.statics)
             full = [next(st) if i in static_pos else next(dyn) for i in range(sig.nargs)]
-            return full, {**dyn_kw, **dict(sig.static_kw)}
+            return full, {**dyn_kw, **{k: traced_static(v) for k, v in sig.static_kw}}
 
         fn_name = getattr(self._fn, "__name__", "f")
         t0 = time.perf_counter()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import operator
 import types
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -45,7 +46,7 @@ from ..ir.types import TensorType
 from ..locations import SourceLocation
 from . import intercept, pytree
 from .core import current
-from .numpy_api import operator_index, stack
+from .numpy_api import stack
 from .tracer import Tracer
 
 GENERATORS = (np.random.Generator, np.random.RandomState)
@@ -67,7 +68,7 @@ _OTHERS = frozenset({"rand", "randn", "choice", "permutation", "permuted", "seed
 METHODS = _INTEGER_DISTRIBUTIONS | _FLOAT_DISTRIBUTIONS | _INTEGERS | _VECTORS | _OTHERS
 # Arguments that are options, not the distribution's parameters: kept as literals.
 _OPTIONS = frozenset({"size", "dtype", "out", "replace", "axis", "shuffle", "endpoint",
-                      "check_valid", "tol", "method"})
+                      "check_valid", "tol", "method", "state"})
 _WHY_NOT = {
     "shuffle": "shuffles its argument in place, which a jitted function cannot do yet; use "
                "x = rng.permutation(x) (the same numbers for a 1-d x)",
@@ -107,7 +108,7 @@ def draw(source, generator: Tracer | None, cls: type, method: str, args: tuple,
     call_kwargs = []
     for name, value in bound.items():
         if name == "args":  # rand(d0, d1, ...)
-            call_args = tuple(operator_index(d, "dimensions") for d in value)
+            call_args = tuple(operator.index(d) for d in value)
         elif name in _OPTIONS or _literal(value):
             call_kwargs.append((name, value))
         else:
@@ -145,8 +146,8 @@ def _size(size) -> tuple[int, ...] | None:
     if size is None:
         return None
     if isinstance(size, (tuple, list)):
-        return tuple(operator_index(d, "size") for d in size)
-    return (operator_index(size, "size"),)
+        return tuple(operator.index(d) for d in size)
+    return (operator.index(size),)
 
 
 def _type(value) -> TensorType:
@@ -177,7 +178,7 @@ def _result_type(method: str, bound: dict, legacy: bool) -> tuple[TensorType, bo
     Python scalar is weak, as NEP 50 treats one)."""
     size = bound.get("size")
     if method in ("rand", "randn"):
-        dims = tuple(operator_index(d, "dimensions") for d in bound.get("args", ()))
+        dims = tuple(operator.index(d) for d in bound.get("args", ()))
         return (TensorType(dims, _F64) if dims else TensorType((), _F64, True)), not dims
     if method in _INTEGERS:
         return _integers(method, bound, size)
@@ -234,9 +235,9 @@ def _choice(bound: dict, size, legacy: bool) -> tuple[TensorType, bool]:
 
 def _permutation(bound: dict, legacy: bool) -> TensorType:
     x = bound["x"]
-    if isinstance(x, (int, np.integer)):
-        return TensorType((int(x),), _I64)
     t = _type(x)
+    if isinstance(x, (int, np.integer)) or (isinstance(x, Tracer) and t.weak):
+        return TensorType((operator.index(x),), _I64)  # np.arange(x), x must be known
     if t.ndim == 0:
         if legacy:
             raise IndexOutOfBounds("x must be an integer or at least 1-dimensional")
@@ -297,6 +298,14 @@ def _method(gen: TracedGenerator, name: str, *args, **kwargs):
 def traced_generator(value: Tracer, cls: type) -> TracedGenerator:
     """The stand-in for a generator argument of class ``cls`` (graph input ``value``)."""
     return TracedGenerator("input", cls, value)
+
+
+def traced_static(value):
+    """A static argument as the traced function sees it: a generator (static by identity:
+    the cache key holds it, and so does the compiled function) draws on every call."""
+    if isinstance(value, GENERATORS):
+        return TracedGenerator(Owned(value), type(value))
+    return value
 
 
 # ---------------------------------------------------------------- np.random's names
