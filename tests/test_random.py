@@ -13,6 +13,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tracejit as tj
 from tracejit.errors import FrozenRandomState, InPlaceArgumentError, UnsupportedOperation
@@ -145,6 +147,32 @@ def test_generator_argument_draws_numpys_numbers_on_every_call(name, backend):
     assert rng.random() == ref.random()
 
 
+_SIZES = st.one_of(st.none(), st.integers(0, 4), st.lists(st.integers(0, 3), max_size=3))
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), size=_SIZES, which=st.sampled_from(
+    ["normal", "uniform", "randint", "choice", "poisson", "generator"]))
+def test_seeds_and_sizes(seed, size, which):
+    """Any seed, any size (None, an int, a tuple, empty ones included)."""
+    size = tuple(size) if isinstance(size, list) else size
+    fns = {
+        "normal": lambda x: R.normal(x.sum(), 2.0, size=size),
+        "uniform": lambda x: R.uniform(-1.0, x.max(), size=size),
+        "randint": lambda x: R.randint(-3, 7, size=size),
+        "choice": lambda x: R.choice(x, size=size, p=P),
+        "poisson": lambda x: R.poisson(x.sum(), size=size),
+        "generator": lambda x: np.random.default_rng(seed).standard_normal(size),
+    }
+    f = fns[which]
+    np.random.seed(seed)
+    want = twice(f, X)
+    np.random.seed(seed)
+    got = twice(tj.jit(f, backend="reference"), X)
+    for g, w in zip(got, want, strict=True):
+        same(g, w)
+
+
 def test_calls_in_a_row_differ(backend):
     f = tj.jit(lambda x: x + np.random.rand(3), backend=backend)
     assert not np.array_equal(f(X), f(X))
@@ -272,8 +300,11 @@ def test_a_generator_reached_otherwise_raises_instead_of_freezing():
     assert closure_rng.bit_generator.state == start  # put back as it was
     with pytest.raises(FrozenRandomState, match="global '_GLOBAL_RNG'"):
         tj.jit(lambda x: x + _GLOBAL_RNG.random(3))(X)
-    with pytest.raises(FrozenRandomState, match="'rng'"):
+    with pytest.raises(FrozenRandomState, match=r"an argument \(its \.rng\)"):
         _Model().noisy(X)
+    rngs = {"noise": np.random.default_rng(1)}
+    with pytest.raises(FrozenRandomState, match=r"closure variable 'rngs' \(its \['noise'\]\)"):
+        tj.jit(lambda x: x + rngs["noise"].random(3))(X)
     from numpy.random import rand  # bound before the trace: not intercepted
 
     state = np.random.get_state()[1].copy()

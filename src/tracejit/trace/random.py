@@ -401,7 +401,7 @@ def _reachable(fn, args, kwargs) -> list[tuple[object, str]]:
         owner = getattr(f, "__self__", None)
         if owner is not None and not isinstance(owner, types.ModuleType):
             roots.append((owner, "the bound object"))
-        f = getattr(f, "__func__", f)
+        f = getattr(f, "__wrapped__", getattr(f, "__func__", f))  # a jitted inner function
         if isinstance(f, types.FunctionType):
             found_here = _function_roots(f)
             roots += found_here
@@ -439,15 +439,22 @@ def _names(code: types.CodeType) -> set[str]:
 
 def _collect(obj, where: str, found: dict) -> None:
     """Add ``obj`` if it is a generator (or a bound method of one), else the generators
-    among its attributes (``self.rng``, ``module.rng``)."""
+    among its items or attributes (``rngs[0]``, ``self.rng``, ``module.rng``)."""
     owner = getattr(obj, "__self__", None)
     if isinstance(owner, GENERATORS):
         obj = owner
     if isinstance(obj, GENERATORS):
         found.setdefault(id(obj), (obj, where))
         return
-    attrs = getattr(obj, "__dict__", None)
-    if isinstance(attrs, (dict, types.MappingProxyType)) and not isinstance(obj, type):
-        for name, value in list(attrs.items()):
-            if isinstance(value, GENERATORS):
-                found.setdefault(id(value), (value, f"{where}'s attribute {name!r}"))
+    if isinstance(obj, (list, tuple)):
+        items = [(f"[{i}]", v) for i, v in enumerate(obj)]
+    elif isinstance(obj, dict):
+        items = [(f"[{k!r}]", v) for k, v in obj.items()]
+    else:
+        attrs = getattr(obj, "__dict__", None)
+        if not isinstance(attrs, dict) or isinstance(obj, type):
+            return
+        items = [(f".{k}", v) for k, v in attrs.items()]
+    for name, value in items:
+        if isinstance(value, GENERATORS):
+            found.setdefault(id(value), (value, f"{where} (its {name})"))
