@@ -425,3 +425,23 @@ def test_a_static_generator_argument_draws_on_every_call(backend):
     rng, ref = np.random.default_rng(6), np.random.default_rng(6)
     for _ in range(2):
         same(f(X, rng), X + ref.normal(size=3))
+
+
+def test_draws_are_library_steps_in_program_order():
+    """No draw is fused into a loop kernel (so none reaches the disk cache, which holds
+    loop kernels only), and the steps keep the program's order of draws even where
+    fusion moves other work."""
+    from tracejit.backends.cpu.codegen import partition
+
+    def f(x, rng):
+        a = np.random.normal(np.exp(x).sum())  # depends on a kernel
+        b = rng.random(3)  # independent of it, drawn after it
+        c = np.random.rand(3) + x
+        return a + b * c, rng.integers(3)
+
+    graph = tj.jit(f).lower(X, np.random.default_rng()).optimized_graph
+    _, steps = partition(graph)
+    order = [n.attrs["method"] for k in steps for n in k.nodes if n.op == "random"]
+    assert order == ["normal", "random", "rand", "integers"]
+    assert all(k.kind == "library" for k in steps if any(n.op == "random" for n in k.nodes))
+    assert "rng[]" in str(graph)
