@@ -445,3 +445,34 @@ def test_draws_are_library_steps_in_program_order():
     assert order == ["normal", "random", "rand", "integers"]
     assert all(k.kind == "library" for k in steps if any(n.op == "random" for n in k.nodes))
     assert "rng[]" in str(graph)
+
+
+# Every distribution of a Generator with scalar parameters: (name, parameters).
+_DISTRIBUTIONS = [
+    ("beta", (2, 3)), ("binomial", (5, 0.4)), ("chisquare", (3,)), ("exponential", (2.0,)),
+    ("f", (3, 4)), ("gamma", (2.0, 1.5)), ("geometric", (0.3,)), ("gumbel", (0.0, 2.0)),
+    ("hypergeometric", (5, 4, 3)), ("laplace", (0.0, 1.0)), ("logistic", (1.0, 2.0)),
+    ("lognormal", (0.0, 0.5)), ("logseries", (0.5,)), ("negative_binomial", (3, 0.5)),
+    ("noncentral_chisquare", (3, 1)), ("noncentral_f", (3, 4, 1)), ("normal", (1.0, 2.0)),
+    ("pareto", (3.0,)), ("poisson", (4.0,)), ("power", (3.0,)), ("rayleigh", (2.0,)),
+    ("standard_cauchy", ()), ("standard_exponential", ()), ("standard_gamma", (2.0,)),
+    ("standard_normal", ()), ("standard_t", (3,)), ("triangular", (0, 1, 2)),
+    ("uniform", (-1.0, 1.0)), ("vonmises", (0.0, 1.0)), ("wald", (1.0, 1.0)),
+    ("weibull", (2.0,)), ("zipf", (2.0,)), ("random", ()),
+]
+
+
+@pytest.mark.parametrize("name, params", _DISTRIBUTIONS, ids=[n for n, _ in _DISTRIBUTIONS])
+@pytest.mark.parametrize("cls", [np.random.default_rng, np.random.RandomState])
+def test_every_distribution_scalar_and_sized(name, params, cls):
+    if cls is np.random.RandomState and name == "random":
+        name = "random_sample"
+
+    def f(x, g):
+        method = getattr(g, name)
+        return method(*params), method(*params, size=(2, 3)), x
+
+    want = twice(f, X, cls(12))
+    got = twice(tj.jit(f, backend="reference"), X, cls(12))
+    for g, w in zip(got, want, strict=True):
+        same(g, w)
