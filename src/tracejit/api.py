@@ -164,7 +164,7 @@ class _Entry:
         return self.lowered.signature
 
 
-_GENERATOR = np.dtype(object)  # a random generator argument (ir/random_ops.GENERATOR)
+_GENERATOR = GENERATOR.dtype  # a random generator argument (see ir/random_ops.py)
 
 
 def _leaf_key(leaf):
