@@ -26,6 +26,7 @@ from tracejit.backends.cpu.codegen import fusible as cpu_fusible
 from tracejit.backends.cuda import library
 from tracejit.backends.cuda.codegen import fusible as cuda_fusible
 from tracejit.ir import REGISTRY, Kind, Node, Value
+from tracejit.ir.random_ops import Slot
 from tracejit.ir.types import TensorType
 from tracejit.passes.contract import SMALL_K
 
@@ -121,6 +122,10 @@ DECISIONS: dict[str, Row] = {
     "full": Row(L, L, why="np.full / cupy.full"),
     "transfer": Row(L, H, why="a copy between devices that the runner makes; placement "
                               "inserts it after deciding where every other node runs"),
+    # ------------------------------------------------------------ effects
+    "random": Row(L, H, why="a call of NumPy's generator when the graph runs (an effect, "
+                            "never in a kernel); on the host under CUDA too, since CuPy's "
+                            "generators give other numbers than NumPy's"),
 }
 
 
@@ -154,6 +159,9 @@ def sample(op: str, code: str) -> Node | None:
         "constant": lambda: _node(op, [], value=np.zeros((4, 32), dt)),
         "full": lambda: _node(op, [], shape=(4, 32), dtype=dt, value=0),
         "transfer": lambda: _node(op, [x], source="cpu", device="cuda:0"),
+        "random": lambda: _node(op, [x], source="global", method="normal",
+                                args=(), kwargs=(("loc", Slot(0)),), shape=x.shape,
+                                dtype=np.dtype(np.float64), weak=False),
     }
     if d.kind is Kind.LINALG:
         return _linalg_sample(op, dt)

@@ -116,6 +116,8 @@ OP_CASES = {
     "svd": (lambda a: np.linalg.svd(a, full_matrices=False), (F32,)),
     "constant": (lambda x: x + np.arange(4), (F32,)),
     "full": (lambda x: np.full_like(x, 3), (F32,)),
+    # seeded inside: NumPy and the jitted function draw the same numbers (test_random.py)
+    "random": (lambda x: (np.random.seed(0), x * np.random.normal(x, size=(3, 4)))[1], (F32,)),
 }
 
 

@@ -36,12 +36,14 @@ from .check import compile_checked, internal_error, resolve_mode
 from .config import compile_mode, config
 from .errors import InvalidArgument, IRError, TracejitError
 from .ir import Graph, TensorType, verify
+from .ir.random_ops import GENERATOR
 from .ir.types import WEAK_DEFAULT
 from .passes import run_pipeline
 from .passes.placement import place
 from .profiler import ACTIVE as _PROFILES
 from .trace import Tracer, pytree, trace_function
 from .trace.core import array_problem
+from .trace.random import GENERATORS, TracedGenerator, traced_generator, traced_static
 from .trace.tracer import as_arguments
 
 CacheInfo = namedtuple("CacheInfo", "hits misses signatures")
@@ -162,9 +164,14 @@ class _Entry:
         return self.lowered.signature
 
 
+_GENERATOR = GENERATOR.dtype  # a random generator argument (see ir/random_ops.py)
+
+
 def _leaf_key(leaf):
     """(shape, dtype, weak, device) of one argument leaf, the device None but for a GPU
-    array; None for a Tracer (a call inside a trace). InvalidArgument for what jit cannot
+    array, the class for a random generator (a graph input its draws read; the cache key
+    holds its class, not the object: each call passes its own); None for a Tracer or a
+    traced generator (a call inside a trace). InvalidArgument for what jit cannot
     honour (an np.matrix, a masked array, an object array: ``trace.core.array_problem``)."""
     t = type(leaf)
     if t is np.ndarray and leaf.dtype.kind in "biufc":
@@ -178,8 +185,10 @@ def _leaf_key(leaf):
         return ((), WEAK_DEFAULT[t], True, None)
     if t is bool or isinstance(leaf, np.generic):
         return ((), np.dtype(t) if t is bool else leaf.dtype, False, None)
-    if t is Tracer:
+    if t is Tracer or t is TracedGenerator:
         return None
+    if isinstance(leaf, GENERATORS):  # its draws call it when the function runs
+        return ((), _GENERATOR, False, t)
     where = targets.device_of(leaf)
     if where is not None:  # a CuPy array: where it lives is part of the signature
         return (leaf.shape, leaf.dtype, False, where)
@@ -395,11 +404,13 @@ class JitFunction:
         types, where = _input_types(names, sig.leaves)
 
         def build_args(tracers):
+            tracers = [traced_generator(t, key[3]) if key[1] is _GENERATOR else t
+                       for t, key in zip(tracers, sig.leaves, strict=True)]
             dyn_args, dyn_kw = pytree.unflatten(sig.tree, tracers)
             dyn = iter(dyn_args)
-            st = iter(sig.statics)
+            st = iter(traced_static(v) for v in sig.statics)
             full = [next(st) if i in static_pos else next(dyn) for i in range(sig.nargs)]
-            return full, {**dyn_kw, **dict(sig.static_kw)}
+            return full, {**dyn_kw, **{k: traced_static(v) for k, v in sig.static_kw}}
 
         fn_name = getattr(self._fn, "__name__", "f")
         t0 = time.perf_counter()
@@ -601,6 +612,10 @@ def _input_types(names: list[str], leaves: tuple) -> tuple[list[TensorType], lis
     other arrays, None for a scalar (it goes wherever it is used)."""
     types, where = [], []
     for name, (shape, dtype, weak, device) in zip(names, leaves, strict=True):
+        if dtype is _GENERATOR:
+            types.append(GENERATOR)
+            where.append(None)
+            continue
         if dtype.kind not in "biufc":
             raise InvalidArgument(f"argument {name!r} has unsupported dtype {dtype}",
                                   hint="use bool, integer, float or complex arrays")

@@ -143,6 +143,19 @@ class InPlaceArgumentError(UnsupportedOperation):
     )
 
 
+class FrozenRandomState(UnsupportedOperation):
+    """A random generator the traced function drew from without tracejit seeing it (one
+    reached through a global or a closure, or a name bound before the trace such as
+    ``from numpy.random import rand``): its numbers would be frozen into the compiled
+    code, the same on every call, so tracing stops instead (the generator's state is put
+    back as it was)."""
+
+    default_hint = (
+        "pass the generator to the jitted function as an argument (f(x, rng)), or call "
+        "np.random.<function> through the np.random module inside the function"
+    )
+
+
 class KernelMismatch(TracejitError, RuntimeError):
     """``check=True``: a compiled step disagreed with the reference interpreter.
     ``reproducer`` is the directory holding the inputs, the IR and the generated source."""

@@ -31,7 +31,9 @@ NON_DIFFERENTIABLE = frozenset(
     "isnan isinf isfinite argmax argmin any all".split()
 )
 # Float results that are piecewise constant: the gradient is zero (it stops there).
-ZERO_GRADIENT = frozenset("floor ceil trunc rint sign floor_divide stop_gradient".split())
+# A random draw is a constant to the gradient: it flows only through how the draw is used.
+ZERO_GRADIENT = frozenset("floor ceil trunc rint sign floor_divide stop_gradient "
+                          "random".split())
 
 
 # ---------------------------------------------------------------- helpers

@@ -38,6 +38,7 @@ class Kind(enum.Enum):
     INDEXING = "indexing"
     CREATION = "creation"
     TRANSFER = "transfer"
+    RANDOM = "random"  # a draw from a random generator (``ir/random_ops.py``)
 
 
 class Exactness(enum.Enum):
@@ -83,6 +84,9 @@ class OpDef:
     monoid: Monoid | None = None  # reductions a loop kernel computes (not argmax/argmin)
     exactness: Exactness = Exactness.EXACT
     grad: Grad = Grad.RULE
+    # Changes state outside the graph (a random generator's): passes keep every such node,
+    # even unused, in program order, and never merge, fold or fuse it.
+    effect: bool = False
 
 
 REGISTRY: dict[str, OpDef] = {}
@@ -90,11 +94,17 @@ REGISTRY: dict[str, OpDef] = {}
 
 def register(name: str, kind: Kind, rule: Callable[..., TensorType], impl: Callable, doc: str,
              *, ufunc: np.ufunc | None = None, monoid: Monoid | None = None,
-             exactness: Exactness = Exactness.EXACT, grad: Grad = Grad.RULE) -> None:
+             exactness: Exactness = Exactness.EXACT, grad: Grad = Grad.RULE,
+             effect: bool = False) -> None:
     """Define op ``name`` (see ``OpDef``); defining one twice is an error."""
     if name in REGISTRY:
         raise ValueError(f"op {name!r} registered twice")
-    REGISTRY[name] = OpDef(name, kind, rule, impl, doc, ufunc, monoid, exactness, grad)
+    REGISTRY[name] = OpDef(name, kind, rule, impl, doc, ufunc, monoid, exactness, grad, effect)
+
+
+def has_effect(node: Node) -> bool:
+    """Whether ``node`` changes state outside the graph (see ``OpDef.effect``)."""
+    return REGISTRY[node.op].effect
 
 
 def monoid_of(op: str) -> Monoid:

@@ -20,6 +20,8 @@ def short_dtype(dtype: np.dtype) -> str:
     """``f32``, ``i64``, ``bool``: the compact dtype names the printer uses."""
     if dtype.kind == "b":
         return "bool"
+    if dtype.kind == "O":  # only a random generator argument (ir/random_ops.GENERATOR)
+        return "rng"
     return f"{_SHORT.get(dtype.kind, dtype.kind)}{dtype.itemsize * 8}"
 
 

@@ -9,8 +9,11 @@ signature names the ops and their lines.
 
 A value used on another device than the one holding it goes through a ``transfer`` node,
 one per (value, device), so every copy shows in the optimised IR and in the profiler.
-Outputs are moved to the target. Host scalars (Python numbers, NumPy 0-d values) live
-nowhere in particular: kernels take them by value, so they never need a transfer.
+A node with an effect (a random draw) runs on the CPU by design, not as a fallback: it
+calls the host's generator (NumPy's numbers; CuPy's generators give others), with no
+warning and also under ``strict``. Outputs are moved to the target. Host scalars (Python
+numbers, NumPy 0-d values) live nowhere in particular: kernels take them by value, so
+they never need a transfer.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from dataclasses import dataclass
 
 from ..errors import PlacementError, PlacementWarning
 from ..ir import Graph, Node, Value
-from ..ir.registry import REGISTRY, Kind
+from ..ir.registry import REGISTRY, Kind, has_effect
 from ..locations import user_location
 from .fusion import LOOP_REDUCTIONS
 
@@ -50,14 +53,15 @@ def place(graph: Graph, target, input_devices: list, supported: Callable[[Node],
     ``cpu`` is the device that computes what the target cannot."""
     devices: dict[Value, object] = {v: d for v, d in zip(graph.inputs, input_devices,
                                                          strict=True) if d is not None}
-    fallbacks = [n for n in graph.nodes if n.op != "constant" and not supported(n)]
+    fallbacks = [n for n in graph.nodes if n.op != "constant" and not supported(n)
+                 and not has_effect(n)]
     if fallbacks and target != cpu and strict:
         raise PlacementError(
             f"{_describe(fallbacks)} cannot run on {target} (strict placement)",
             hint="rewrite the op with ones the GPU backend supports, or drop strict=True to "
             "let it run on the CPU with transfers around it",
             location=fallbacks[0].loc)
-    on_cpu = set(fallbacks)
+    on_cpu = set(fallbacks) | {n for n in graph.nodes if has_effect(n)}
     node_device = {n: (cpu if n in on_cpu else target) for n in graph.nodes}
     for n in graph.nodes:  # a constant lives where its users run (the target if mixed)
         if n.op == "constant":

@@ -9,6 +9,9 @@ fresh array each call, as NumPy's would be: it is never replaced by an argument,
 (the same object every call), another output, or a view. And a node computing with a Python
 int (an argument, or derived from one: NumPy computes those as unbounded Python ints in some
 ops) keeps its operation, since NumPy raises there if the int does not fit int64.
+
+A node with an effect (a random draw) is never rewritten, folded or merged with an equal
+one: two ``np.random.rand(3)`` calls are two different draws.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import struct
 import numpy as np
 
 from ..ir import Graph, Kind, Node, Value
-from ..ir.registry import REGISTRY
+from ..ir.registry import REGISTRY, has_effect
 from .algebra import rewrite
 from .dce import dce
 from .fold import constant_value, fold
@@ -80,6 +83,10 @@ class _Round:
         inputs = tuple(self.subst.get(v, v) for v in node.inputs)
         if inputs != node.inputs:
             node = Node(node.op, inputs, node.attrs, node.out, node.loc)
+        if has_effect(node):
+            self.nodes.append(node)
+            self.defs[node.out] = node
+            return
         result = self._rewrite(node)
         if isinstance(result, list):
             self.changed = True

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..errors import InvalidArgument
 from ..ir import Graph, TensorType
-from . import array_methods, linalg, pytree  # noqa: F401  (linalg: numpy.linalg)
+from . import array_methods, linalg, pytree, random  # noqa: F401  (linalg: numpy.linalg)
 from .core import Trace, tracing
 from .tracer import Tracer
 
@@ -22,7 +22,8 @@ def trace_function(fn, build_args, in_types: list[TensorType], in_names: list[st
     with tracing(t):
         leaves = [t.new_input(ty, nm) for ty, nm in zip(in_types, in_names, strict=True)]
         args, kwargs = build_args(leaves)
-        result = fn(*args, **kwargs)
+        with random.unfrozen(fn, args, kwargs):  # no generator drawn from unseen
+            result = fn(*args, **kwargs)
         out_leaves, out_tree = pytree.flatten(result)
         for leaf in out_leaves:
             if not isinstance(leaf, Tracer) and not _is_literal(leaf):
