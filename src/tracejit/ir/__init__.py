@@ -1,6 +1,6 @@
 """The SSA IR: values, nodes, graphs, the op registry, verifier and printers."""
 
-from . import ops  # noqa: F401  (registers every op)
+from . import ops, ordering_ops  # noqa: F401  (register every op)
 from .graph import Graph, Node, Value
 from .registry import REGISTRY, Kind, OpDef
 from .types import TensorType

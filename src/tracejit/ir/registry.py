@@ -37,6 +37,8 @@ class Kind(enum.Enum):
     INDEXING = "indexing"
     CREATION = "creation"
     TRANSFER = "transfer"
+    SCAN = "scan"  # cumulative along one axis (cumsum, cumprod)
+    SORTING = "sorting"  # orderings and binary searches (argsort, searchsorted)
 
 
 class Exactness(enum.Enum):
