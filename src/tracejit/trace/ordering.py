@@ -108,7 +108,8 @@ def _sort_kind(kind, stable) -> str:
 def _no_order(name: str, order) -> None:
     if order is not None:
         raise UnsupportedOperation(f"numpy.{name}(..., order=...) sorts structured arrays, "
-                                   "which tracejit does not have")
+                                   "which tracejit does not have",
+                                   hint="sort each field's array, or call it outside jit")
 
 
 def sorted_along(a, axis: int):

@@ -122,7 +122,10 @@ def _quantile_of(a, q, axis, method, keepdims, weights, weak_q: bool):
 @implements(np.quantile)
 def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
              keepdims=False, *, weights=None, interpolation=None):
-    """Static ``q`` only (see the module docstring)."""
+    """Static ``q`` only (see the module docstring). One difference: where NumPy's result
+    is 0-d and its slice holds a NaN, NumPy returns that NaN in the input's dtype (a
+    float32 input with a float64 ``q`` array gives a float32 NaN, else float64); jit's
+    dtype cannot depend on the data, so it is always the dtype of the NaN-free result."""
     _no_out("quantile", out)
     _no_traced("quantile", q)
     weak_q = type(q) in (int, float)
