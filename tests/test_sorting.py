@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 from numpy_compare import ULP, assert_same, builtin_error, exact
 
 import tracejit as tj
@@ -262,6 +265,40 @@ def test_gradients_go_through_the_gather():
     g = tj.grad(lambda x: np.interp(x, [0.0, 1.0, 3.0], [0.0, 2.0, 3.0]).sum(),
                 backend="reference")(np.array([0.5, 2.0, 5.0, -1.0]))
     np.testing.assert_array_equal(g, [2.0, 0.5, 0.0, 0.0])
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_random_shapes_axes_ties_and_nan(data):
+    """Random shapes (size-1, empty and equal dims) and axes, few distinct values (ties)
+    and NaN: the reference backend gives NumPy's values and dtypes."""
+    shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=4))
+    dtype = data.draw(st.sampled_from([np.float64, np.float32, np.int32]))
+    values = st.sampled_from([-1, 0, 3] if dtype == np.int32 else [-1.0, 0.0, 0.5, 2.0, nan])
+    x = data.draw(hnp.arrays(dtype, shape, elements=values))
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    q = data.draw(st.sampled_from([0.5, [0.0, 0.3, 1.0], np.float32(0.7)]))
+
+    def f(x):
+        out = (np.sort(x, axis), np.argsort(x, axis, kind="stable"), np.cumsum(x, axis),
+               np.cumprod(x, axis), np.searchsorted(np.sort(x, None), x))
+        if x.shape[axis]:
+            out += (np.median(x, axis), np.quantile(x, q, axis=axis, keepdims=True))
+        return out
+
+    assert_same(tj.jit(f, backend="reference")(x), f(x))
+
+
+def test_compiled_gradients():
+    """The VJPs run compiled on the CPU backend too (cumprod's O(n^2) block included)."""
+    x = np.array([[0.5, -1.25, 2.0], [0.0, 1.5, -0.75]])
+
+    def f(x):
+        return (np.cumprod(x, 1) * np.cumsum(x, 0)).sum() + np.sort(x, 0)[1].sum() \
+            + np.median(x) + np.interp(x, [-1.0, 0.25, 2.0], [3.0, 1.0, -1.0]).sum()
+
+    want = tj.grad(f, backend="reference")(x)
+    np.testing.assert_allclose(tj.grad(f, backend="cpu")(x), want, rtol=1e-12)
 
 
 def test_cpu_runs_library_steps_exactly():
