@@ -148,6 +148,10 @@ CASES.update({
         + np.quantile(x, [0.3, 0.8, 0.5])[:, None] + np.percentile(x, 55, axis=(0, 1))
         - np.quantile(x, 0.4, axis=0, method="hazen"), [ANY], ((3, 3),), smooth=_distinct,
         ops=("gather",)),
+    "nanmedian_nanquantile": Case(
+        lambda x: np.nanmedian(x, axis=0) * np.nanquantile(x, 0.35, axis=1, method="hazen")
+        + np.nanpercentile(x, [20, 70]).sum(), [ANY], ((4, 4),), smooth=_distinct,
+        ops=("gather",)),
     "interp": Case(lambda x, fp: np.interp(x, np.array([-1.5, -0.2, 0.4, 1.7]), fp)
                    * np.interp(x, np.array([-1.0, 0.5]), fp[:2], left=0.25), [ANY, ANY],
                    ((5,), (4,)), smooth=lambda x, fp: _far(x[:, None], [-1.5, -0.2, 0.4, 1.7,

@@ -36,6 +36,8 @@ SPECIAL = np.array([2.5, inf, -1.0, nan, -inf, 0.0, 2.5, 1e300])
 EMPTY = np.zeros((0, 3))
 F16 = np.array([[1.5, 2.0, -3.25], [0.5, 7.0, 1.0]], np.float16)
 SORTED = np.array([-2.0, -0.5, -0.5, 1.0, 3.0, nan])
+ALL_NAN_ROW = TIES_NAN.copy()
+ALL_NAN_ROW[2] = nan
 Q2 = np.array([[0.1, 0.5], [0.9, 1.0]])
 
 CASES = {
@@ -127,6 +129,34 @@ CASES = {
        for m in ("inverted_cdf", "averaged_inverted_cdf", "closest_observation",
                  "interpolated_inverted_cdf", "hazen", "weibull", "median_unbiased",
                  "normal_unbiased", "lower", "higher", "midpoint", "nearest")},
+    # ------------------------------------------------------------ NaN-ignoring statistics
+    "nanmedian": (lambda x: (np.nanmedian(x), np.nanmedian(x, 0),
+                             np.nanmedian(x, 1, keepdims=True)), (ALL_NAN_ROW,)),
+    "nanmedian_cube": (lambda x: (np.nanmedian(x, (0, 2)), np.nanmedian(x, 1), np.nanmedian(x)),
+                       (CUBE_NAN,)),
+    "nanmedian_float16_overflow": (lambda h, b: (np.nanmedian(h, 1), np.nanmedian(h),
+                                                 np.nanmedian(b, 1), np.nanmedian(b[0])),
+                                   (np.array([[1.5, 2.25, nan], [6e4, 6e4, 1.0]], np.float16),
+                                    np.array([[1.7e308, nan, 1.0, 1.7e308, 1.7e308]]))),
+    "nanmedian_long_axis": (lambda x: (np.nanmedian(x, 1), np.nanquantile(x, [0.1, 0.5], 1)),
+                            (np.where(RNG.random((2, 700)) < 0.2, nan,
+                                      RNG.standard_normal((2, 700))),)),
+    "nan_stats_empty": (lambda x: (np.nanmedian(x, 0), np.nanquantile(x, 0.5, 1),
+                                   np.nanpercentile(x, 20)), (EMPTY,)),
+    "nan_stats_int": (lambda x: (np.nanmedian(x, 1), np.nanquantile(x, 0.4, 0)), (INTS,)),
+    "nanquantile": (lambda x: (np.nanquantile(x, 0.3), np.nanquantile(x, [0.2, 0.9], 1),
+                               np.nanpercentile(x, 40, 0, keepdims=True),
+                               np.nanquantile(x, Q2, axis=(0, 1))), (ALL_NAN_ROW,)),
+    "nanquantile_float32": (lambda x: (np.nanquantile(x, 0.3, 1), np.nanquantile(
+        x, np.float32(0.3), 0), np.nanquantile(x, np.array([0.25, 0.75], np.float32), 2)),
+                            (CUBE_NAN,)),
+    **{f"nanquantile_{m}": (lambda x, c, m=m: (
+        np.nanquantile(x, [0.0, 0.1, 0.45, 0.5, 0.99], 1, method=m),
+        np.nanpercentile(x, 35.0, 0, method=m), np.nanquantile(c, 0.45, 2, method=m)),
+                            (ALL_NAN_ROW, CUBE_NAN))
+       for m in ("linear", "inverted_cdf", "averaged_inverted_cdf", "closest_observation",
+                 "interpolated_inverted_cdf", "hazen", "weibull", "median_unbiased",
+                 "normal_unbiased", "lower", "higher", "midpoint", "nearest")},
     "partition_is_sorted": (lambda x: (np.partition(x, 2), np.partition(x, [0, -1], axis=0)),
                             (DISTINCT,)),
 }
@@ -189,6 +219,8 @@ ERRORS = {
     "quantile_negative": (lambda x: np.quantile(x, [0.5, -0.1]), ValueError),
     "percentile_range": (lambda x: np.percentile(x, 150), ValueError),
     "quantile_method": (lambda x: np.quantile(x, 0.5, method="bogus"), ValueError),
+    "nanquantile_range": (lambda x: np.nanquantile(x, [0.5, 1.01]), ValueError),
+    "nanpercentile_range": (lambda x: np.nanpercentile(x, -1), ValueError),
     "quantile_3d_q": (lambda x: np.quantile(x, [[[0.5]]]), ValueError),
     "quantile_repeated_axis": (lambda x: np.quantile(x, 0.5, axis=(0, 0)), ValueError),
     "median_bad_axis": (lambda x: np.median(x, axis=(0, 2)), np.exceptions.AxisError),
@@ -330,6 +362,7 @@ def cuda(monkeypatch):
 
 @pytest.mark.parametrize("name", ["cumsum_axes", "cumprod_int", "sort_axes", "argsort_stable",
                                   "searchsorted", "median_nan_ties", "quantile_linear",
+                                  "nanquantile", "nanmedian_cube",
                                   "interp_traced", "digitize_traced_bins"])
 def test_on_the_emulated_gpu(name, cuda):
     fn, args = CASES[name]

@@ -26,11 +26,15 @@ def _check_axis(x: TensorType, axis: int) -> None:
         raise AxisError(f"axis {axis} is out of bounds for array of dimension {x.ndim}")
 
 
+def scan_dtype(x: np.dtype, dtype) -> np.dtype:
+    """The dtype np.cumsum / np.cumprod accumulate in: ``dtype`` if given, else np.sum's
+    (small ints and bool accumulate in the platform's int64)."""
+    return _sum_dtype(x) if dtype is None else np.dtype(dtype)
+
+
 def _scan_rule(x: TensorType, *, axis: int, dtype) -> TensorType:
-    """np.cumsum / np.cumprod: the input's shape; the dtype of np.sum (small ints and bool
-    accumulate in the platform's int64) unless ``dtype`` is given."""
     _check_axis(x, axis)
-    return TensorType(x.shape, _sum_dtype(x.dtype) if dtype is None else np.dtype(dtype))
+    return TensorType(x.shape, scan_dtype(x.dtype, dtype))
 
 
 def _argsort_rule(x: TensorType, *, axis: int, kind: str) -> TensorType:

@@ -16,8 +16,8 @@ import importlib
 
 import numpy as np
 
-from ...ir.ops import _sum_dtype, slice_key
-from ...ir.ordering_ops import STABLE_KINDS
+from ...ir.ops import slice_key
+from ...ir.ordering_ops import STABLE_KINDS, scan_dtype
 from .ops import CUDA
 
 
@@ -80,8 +80,7 @@ def _arg(name: str):
 def _scan(name: str):
     """cumsum/cumprod in the IR's output dtype (NumPy's: small ints accumulate in int64)."""
     def run(cupy, x, *, axis, dtype):
-        out = _sum_dtype(x.dtype) if dtype is None else dtype
-        return getattr(cupy, name)(x, axis=axis, dtype=out)
+        return getattr(cupy, name)(x, axis=axis, dtype=scan_dtype(x.dtype, dtype))
     return run
 
 
