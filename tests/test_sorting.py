@@ -255,6 +255,7 @@ def _instance(cls):
 def test_refusals_are_typed():
     """What a traced function cannot do raises a typed error with a hint."""
     for fn, cls in ((lambda x: np.unique(x), ConcretizationError),
+                    (lambda x: np.unique_counts(x), ConcretizationError),
                     (lambda x: np.quantile(x, x[0, 0]), ConcretizationError),
                     (lambda x: np.partition(x, x[0, 0].astype(int)), ConcretizationError),
                     (lambda x: x.sort(), InPlaceArgumentError),

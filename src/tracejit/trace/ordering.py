@@ -180,7 +180,16 @@ def argpartition(a, kth, axis=-1, kind="introselect", order=None):
 @implements(np.unique)
 def unique(ar, return_index=False, return_inverse=False, return_counts=False, axis=None, *,
            equal_nan=True, sorted=True):
-    raise ConcretizationError(
+    raise _data_dependent_shape()
+
+
+@implements(np.unique_values, np.unique_counts, np.unique_inverse, np.unique_all)
+def unique_values(x):
+    raise _data_dependent_shape()
+
+
+def _data_dependent_shape() -> ConcretizationError:
+    return ConcretizationError(
         "np.unique's result has as many elements as the data has distinct values: a shape "
         "that depends on the values, which a traced function cannot have",
         hint="call np.unique outside the jitted function, or keep a fixed size: "
