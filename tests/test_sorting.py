@@ -4,9 +4,10 @@ percentile, with their errors.
 
 Each case runs eagerly with NumPy and jitted on every backend under test (the ``backend``
 fixture); results must agree in value, dtype, shape and scalar-ness: bit for bit on the
-reference backend, within the math bound on compiled ones (means and interpolation fuse
-into kernels there). Inputs have ties, NaN, +-inf, equal-size dimensions (where an axis
-mix-up hides), size-1 and empty dimensions. A few cases run on the emulated GPU.
+reference backend, within the math bound on the CPU backend (means and interpolation fuse
+into kernels there) and within rounding on CUDA (CuPy's scans). Inputs have ties, NaN,
++-inf, equal-size dimensions (where an axis mix-up hides), size-1 and empty dimensions.
+A few cases run on the emulated GPU.
 """
 
 from __future__ import annotations
@@ -171,7 +172,8 @@ def check(fn, *args, backend):
             tj.jit(fn, backend=backend)(*args)
         return
     got = tj.jit(fn, backend=backend)(*args)
-    assert_same(got, want, None if exact(backend) else ULP)
+    # CuPy's scans add in a tree order (the ops' Exactness.ORDER): within rounding there
+    assert_same(got, want, None if exact(backend) else 1.0 if backend == "cuda" else ULP)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
