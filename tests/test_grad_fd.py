@@ -152,6 +152,12 @@ CASES.update({
         lambda x: np.nanmedian(x, axis=0) * np.nanquantile(x, 0.35, axis=1, method="hazen")
         + np.nanpercentile(x, [20, 70]).sum(), [ANY], ((4, 4),), smooth=_distinct,
         ops=("gather",)),
+    "quantile_traced_levels": Case(
+        lambda x, q: np.quantile(x, q, axis=0)
+        + np.percentile(x, q * 100, method="weibull")[:, None],
+        [ANY, (0.05, 0.95)], ((4, 3), (2,)),
+        smooth=lambda x, q: _distinct(x) and _frac_ok(3 * q, 1) and _frac_ok(13 * q - 1, 1),
+        ops=("gather",)),
     "interp": Case(lambda x, fp: np.interp(x, np.array([-1.5, -0.2, 0.4, 1.7]), fp)
                    * np.interp(x, np.array([-1.0, 0.5]), fp[:2], left=0.25), [ANY, ANY],
                    ((5,), (4,)), smooth=lambda x, fp: _far(x[:, None], [-1.5, -0.2, 0.4, 1.7,

@@ -13,7 +13,7 @@ from types import FunctionType
 import numpy as np
 
 from ..errors import UnsupportedOperation
-from . import nanquantiles, numpy_api, ordering, quantiles  # noqa: F401  (registering)
+from . import numpy_api, ordering, quantiles, traced_quantiles  # noqa: F401  (registering)
 from .indexing import getitem
 from .tracer import Tracer, _inplace_error
 

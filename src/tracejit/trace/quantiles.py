@@ -1,13 +1,15 @@
-"""np.median, np.quantile and np.percentile: a sort along the axis, gathers at the order
-statistics and NumPy's interpolation, step by step.
+"""np.median, and np.quantile / np.percentile with static levels: a sort along the axis,
+gathers at the order statistics and NumPy's interpolation, step by step.
 
-The quantile levels ``q`` are static (known while tracing, like a shape): the virtual
+With static quantile levels ``q`` (known while tracing, like a shape) the virtual
 indexes, neighbouring indexes and interpolation weights are computed by NumPy's own
 helpers (``numpy.lib._function_base_impl``) from ``q`` and the axis length, so every
 method NumPy has gives NumPy's indexes, and ``_lerp`` is NumPy's arithmetic in NumPy's
 order: results are bit-identical on the reference backend. NumPy partitions where this
 sorts; the order statistics are the same. The gradient flows through the gathers to the
 elements picked (a tie gives it to the element the stable sort put there, as JAX does).
+The public np.quantile and np.percentile are in ``traced_quantiles.py``, which also takes
+traced levels.
 """
 
 from __future__ import annotations
@@ -15,12 +17,11 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib import _function_base_impl as _npq
 
-from ..errors import ConcretizationError, DTypeError, ShapeError, UnsupportedOperation
+from ..errors import DTypeError, ShapeError, UnsupportedOperation
 from ..ir.ops import normalize_axis
 from .core import bind
 from .numpy_api import _scalar_result, aval, basic_index, implements, mean, moveaxis, reshape
 from .ordering import as_array, sorted_along
-from .tracer import Tracer
 
 
 def _axes(axis, ndim: int) -> tuple[int, ...] | None:
@@ -51,13 +52,6 @@ def _keepdims(result, lead: tuple[int, ...], shape: tuple[int, ...], axes):
     """``result`` (``lead`` + the kept dims) with each reduced axis back as a 1."""
     kept = tuple(1 if axes is None or d in axes else n for d, n in enumerate(shape))
     return reshape(result, lead + kept)
-
-
-def _no_traced(name: str, value) -> None:
-    if isinstance(value, Tracer):
-        raise ConcretizationError(
-            f"np.{name} with traced quantile levels q", hint="pass q as a constant (a number, "
-            "list or NumPy array): its interpolation indexes are computed while tracing")
 
 
 def _check(a, method: str, weights) -> None:
@@ -117,37 +111,6 @@ def _quantile_of(a, q, axis, method, keepdims, weights, weak_q: bool):
     if keepdims:
         result = _keepdims(result, q.shape, t.shape, axes)
     return _scalar_result(result)
-
-
-@implements(np.quantile)
-def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
-             keepdims=False, *, weights=None, interpolation=None):
-    """Static ``q`` only (see the module docstring). One difference: where NumPy's result
-    is 0-d and its slice holds a NaN, NumPy returns that NaN in the input's dtype (a
-    float32 input with a float64 ``q`` array gives a float32 NaN, else float64); jit's
-    dtype cannot depend on the data, so it is always the dtype of the NaN-free result."""
-    _no_out("quantile", out)
-    _no_traced("quantile", q)
-    weak_q = type(q) in (int, float)
-    q = np.asanyarray(q)
-    if not _npq._quantile_is_valid(q):
-        raise ShapeError("Quantiles must be in the range [0, 1]")
-    return _quantile_of(a, q, axis, _method(method, interpolation), keepdims,
-                        weights, weak_q)
-
-
-@implements(np.percentile)
-def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
-               keepdims=False, *, weights=None, interpolation=None):
-    """``quantile(a, q / 100)``, the division done as NumPy does it."""
-    _no_out("percentile", out)
-    _no_traced("percentile", q)
-    weak_q = type(q) in (int, float)
-    q = np.true_divide(q, 100, out=...)
-    if not _npq._quantile_is_valid(q):
-        raise ShapeError("Percentiles must be in the range [0, 100]")
-    return _quantile_of(a, q, axis, _method(method, interpolation), keepdims,
-                        weights, weak_q)
 
 
 def _method(method: str, interpolation) -> str:

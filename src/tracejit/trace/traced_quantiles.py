@@ -1,12 +1,16 @@
-"""np.nanmedian, np.nanquantile and np.nanpercentile: quantiles of the non-NaN values.
+"""np.quantile and np.percentile (entry points), np.nanquantile, np.nanpercentile and
+np.nanmedian: quantiles whose interpolation indexes are traced values.
 
-NumPy removes each slice's NaNs and takes the quantile of what is left, so the number of
-values, and with it every interpolation index, depends on the data. Here the sort puts
-NaN last, each slice's count of non-NaN values is computed, and NumPy's index arithmetic
+Two things make the indexes data: traced quantile levels ``q``, and NaN-skipping, where
+NumPy removes each slice's NaNs and takes the quantile of what is left (the count of
+values depends on the data). Here the sort puts NaN last, and NumPy's index arithmetic
 (``numpy.lib._function_base_impl``: virtual index, neighbours, gamma, ``_lerp``) runs as
-traced operations on that count, in the dtypes NumPy's Python-int arithmetic gives (an
-int count meets a float32 ``q`` in float32). Slices with no values give NaN. Integer
-inputs have no NaN: they are ``np.quantile`` / ``np.median``.
+traced operations on the levels and each slice's count, in the dtypes NumPy's Python-int
+arithmetic gives (an int count meets a float32 ``q`` in float32). Slices with no values
+give NaN. Integer inputs have no NaN: their nan-functions are ``np.quantile`` /
+``np.median``. Static levels go to ``quantiles.py``, which computes the indexes on the
+host. Traced levels cannot be checked against [0, 1]: out of range they clamp to the
+first or last value instead of raising NumPy's ValueError.
 
 NumPy's nanmedian takes one of two formulas by shape: the mean of the middle values
 (1-d slices, or an axis of 600 or more) or ``(low + high) / 2`` of a masked array (the
@@ -25,6 +29,7 @@ from .numpy_api import (
     _scalar_result,
     astype,
     aval,
+    broadcast_to,
     implements,
     mean,
     moveaxis,
@@ -41,10 +46,10 @@ from .quantiles import (
     _merged,
     _method,
     _no_out,
-    _no_traced,
     _quantile_of,
     median,
 )
+from .tracer import Tracer
 
 _MA_MEDIAN_LIMIT = 600  # NumPy's nanmedian uses the masked-array median below this length
 
@@ -64,7 +69,7 @@ def _take(ordered, index, lead: tuple[int, ...]):
     (quantile) position of ``index``, whose negative entries count from each slice's end
     of non-NaN values (already resolved by the caller)."""
     rest = aval(ordered).shape[1:]
-    flat = reshape(index, (int(np.prod(lead, dtype=np.int64)),) + rest)
+    flat = reshape(broadcast_to(index, lead + rest), (int(np.prod(lead, dtype=np.int64)),) + rest)
     return reshape(take_along_axis(ordered, flat, 0), lead + rest)
 
 
@@ -143,13 +148,14 @@ def _weak_lerp(a, b, gamma):
     return bind("where", bind("greater_equal", gamma, 0.5), high, low)
 
 
-def _nanquantile(arr, q: np.ndarray, axis: int, method: str, weak_q: bool):
-    ordered, count = _counted(arr, axis)
+def _indexed_quantile(ordered, n, q, method: str, weak_q: bool):
+    """NumPy's ``_quantile`` of ``ordered`` (sorted along axis 0) whose slices hold ``n``
+    values each (a traced count, or the static length), at levels ``q`` (a host array
+    or a traced one)."""
     rest = aval(ordered).shape[1:]
-    n = reshape(count, (1,) * q.ndim + rest)
-    virtual = _virtual(method, n, q.reshape(q.shape + (1,) * len(rest)))
+    virtual = _virtual(method, n, reshape(q, q.shape + (1,) * len(rest)))
     if aval(virtual).dtype.kind in "iu":  # the discrete methods: no interpolation
-        return _nan_where_empty(_take(ordered, _from_end(virtual, n), q.shape), n)
+        return _take(ordered, _from_end(virtual, n), q.shape)
     previous = bind("floor", virtual)
     following = bind("add", previous, 1)
     above = bind("greater_equal", virtual, astype(bind("subtract", n, 1), aval(virtual).dtype))
@@ -159,8 +165,37 @@ def _nanquantile(arr, q: np.ndarray, axis: int, method: str, weak_q: bool):
     gamma = _gamma(method, virtual, previous)
     lo = _take(ordered, _from_end(previous, n), q.shape)
     hi = _take(ordered, _from_end(following, n), q.shape)
-    result = _weak_lerp(lo, hi, gamma) if weak_q else _lerp(lo, hi, gamma)
-    return _nan_where_empty(result, n)
+    return _weak_lerp(lo, hi, gamma) if weak_q else _lerp(lo, hi, gamma)
+
+
+def _nanquantile(arr, q, axis: int, method: str, weak_q: bool):
+    ordered, count = _counted(arr, axis)
+    n = reshape(count, (1,) * q.ndim + aval(ordered).shape[1:])
+    return _nan_where_empty(_indexed_quantile(ordered, n, q, method, weak_q), n)
+
+
+def _traced_levels(a, q, axis, method: str, keepdims: bool, weights):
+    """np.quantile at traced levels ``q``: NumPy's ``_quantile`` with the length of the
+    axis as the count, and its NaN rule (a slice holding NaN gives NaN)."""
+    a = as_array(a)
+    _check(a, method, weights)
+    if q.ndim > 2:
+        raise ShapeError("q must be a scalar or 1d")
+    t = aval(a)
+    axes = _axes(axis, t.ndim)
+    arr, ax = _merged(a, axes)
+    if ax != 0:
+        arr = moveaxis(arr, ax, 0)
+    ordered = sorted_along(arr, 0)
+    n = aval(ordered).shape[0]
+    result = _indexed_quantile(ordered, np.array(n), q, method, False)
+    if t.dtype.kind == "f" and n:
+        last = bind("gather", ordered, np.int64(-1), axis=0)
+        result = bind("where", bind("isnan", last),
+                      astype(last, aval(result).dtype), result)
+    if keepdims:
+        result = _keepdims(result, q.shape, t.shape, axes)
+    return _scalar_result(result)
 
 
 def _empty(t, axes, keepdims: bool, lead=()):
@@ -171,14 +206,14 @@ def _empty(t, axes, keepdims: bool, lead=()):
     return _scalar_result(bind("full", shape=lead + shape, dtype=t.dtype, value=np.nan))
 
 
-def _nan_quantile_of(a, q: np.ndarray, axis, method, keepdims, weights, weak_q: bool):
+def _nan_quantile_of(a, q, axis, method, keepdims, weights, weak_q: bool):
     a = as_array(a)
     _check(a, method, weights)
     if q.ndim > 2:
         raise ShapeError("q must be a scalar or 1d")
     t = aval(a)
     if t.dtype.kind != "f":  # no NaN to leave out
-        return _quantile_of(a, q, axis, method, keepdims, weights, weak_q)
+        return _quantile_at(a, q, axis, method, keepdims, weights, weak_q)
     axes = _axes(axis, t.ndim)
     if t.size == 0:
         return _empty(t, axes, keepdims)
@@ -189,17 +224,53 @@ def _nan_quantile_of(a, q: np.ndarray, axis, method, keepdims, weights, weak_q: 
     return _scalar_result(result)
 
 
+@implements(np.quantile)
+def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+             keepdims=False, *, weights=None, interpolation=None):
+    """Static ``q`` as NumPy computes it (``quantiles.py``), traced ``q`` here. One
+    difference: where NumPy's result is 0-d and its slice holds a NaN, NumPy returns that
+    NaN in the input's dtype (a float32 input with a float64 ``q`` array gives a float32
+    NaN, else float64); jit's dtype cannot depend on the data: it is the NaN-free one."""
+    _no_out("quantile", out)
+    weak_q = type(q) in (int, float)
+    q = _levels(q, 1, "Quantiles must be in the range [0, 1]")
+    return _quantile_at(a, q, axis, _method(method, interpolation), keepdims, weights, weak_q)
+
+
+@implements(np.percentile)
+def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+               keepdims=False, *, weights=None, interpolation=None):
+    """``quantile(a, q / 100)``, the division done as NumPy does it."""
+    _no_out("percentile", out)
+    weak_q = type(q) in (int, float)
+    q = _levels(q, 100, "Percentiles must be in the range [0, 100]")
+    return _quantile_at(a, q, axis, _method(method, interpolation), keepdims, weights, weak_q)
+
+
+def _quantile_at(a, q, axis, method: str, keepdims: bool, weights, weak_q: bool):
+    if isinstance(q, Tracer):
+        return _traced_levels(a, q, axis, method, keepdims, weights)
+    return _quantile_of(a, q, axis, method, keepdims, weights, weak_q)
+
+
+def _levels(q, scale: int, message: str):
+    """``q / scale`` as NumPy computes it, checked if static (a traced one cannot be)."""
+    if isinstance(q, Tracer):
+        return q if scale == 1 else bind("true_divide", q, scale)
+    q = np.asanyarray(q) if scale == 1 else np.true_divide(q, scale, out=...)
+    if not _npq._quantile_is_valid(q):
+        raise ShapeError(message)
+    return q
+
+
 @implements(np.nanquantile)
 def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                 keepdims=False, *, weights=None, interpolation=None):
     """Static ``q`` only; NaN for a slice of NaNs (NumPy's dtype for it may follow the
     first slice's, which a traced function cannot see: here it is the result's)."""
     _no_out("nanquantile", out)
-    _no_traced("nanquantile", q)
     weak_q = type(q) in (int, float)
-    q = np.asanyarray(q)
-    if not _npq._quantile_is_valid(q):
-        raise ShapeError("Quantiles must be in the range [0, 1]")
+    q = _levels(q, 1, "Quantiles must be in the range [0, 1]")
     return _nan_quantile_of(a, q, axis, _method(method, interpolation), keepdims, weights,
                             weak_q)
 
@@ -208,11 +279,8 @@ def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear
 def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                   keepdims=False, *, weights=None, interpolation=None):
     _no_out("nanpercentile", out)
-    _no_traced("nanpercentile", q)
     weak_q = type(q) in (int, float)
-    q = np.true_divide(q, 100, out=...)
-    if not _npq._quantile_is_valid(q):
-        raise ShapeError("Percentiles must be in the range [0, 100]")
+    q = _levels(q, 100, "Percentiles must be in the range [0, 100]")
     return _nan_quantile_of(a, q, axis, _method(method, interpolation), keepdims, weights,
                             weak_q)
 
