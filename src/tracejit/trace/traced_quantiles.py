@@ -81,9 +81,9 @@ def _nan_where_empty(result, count):
 # ---------------------------------------------------------------- virtual indexes
 
 
-def _virtual(method: str, n, q: np.ndarray):
-    """NumPy's ``get_virtual_index(n, q)`` with a traced ``n``: NumPy's ``n`` is a Python
-    int, which meets a float ``q`` in q's dtype."""
+def _virtual(method: str, n, q):
+    """NumPy's ``get_virtual_index(n, q)`` with a traced count ``n`` or traced levels
+    ``q``: NumPy's ``n`` is a Python int, which meets a float ``q`` in q's dtype."""
     nq = astype(n, q.dtype) if q.dtype.kind == "f" else n
     lin = bind("multiply", bind("subtract", nq, 1), q)
     if method == "linear":
