@@ -51,6 +51,12 @@ def _frac_ok(x, y):
     return np.all(np.abs(q - np.rint(q)) > 1e-3)
 
 
+def _distinct(x, gap=1e-3):
+    """No two elements within ``gap`` (sorting is smooth only away from ties)."""
+    s = np.sort(np.ravel(x))
+    return bool(np.all(np.diff(s) > gap))
+
+
 POS, UNIT, ANY = (0.5, 2.0), (-0.8, 0.8), (-2.0, 2.0)
 NONZERO = [(-2.0, -0.3), (0.3, 2.0)]
 
@@ -152,6 +158,30 @@ CASES.update({
                                         full_matrices=False)[0] ** 3
                 + np.linalg.svdvals(np.eye(4, 3) * [3.0, 2.0, 1.0] + 0.1 * x), [UNIT],
                 ((4, 3),), ops=("svd",)),
+    "cumsum": Case(lambda x: np.cumsum(x, axis=1) * np.cumsum(x[::-1]).reshape(3, 4), [ANY],
+                   ((3, 4),), ops=("cumsum",)),
+    "cumprod": Case(lambda x: np.cumprod(x, axis=0) + x.cumprod()[-3:].sum(), [ANY], ((4, 3),),
+                    ops=("cumprod",)),
+    "sort_median_quantile": Case(
+        lambda x: np.sort(x, axis=0) * np.median(x, axis=1)
+        + np.quantile(x, [0.3, 0.8, 0.5])[:, None] + np.percentile(x, 55, axis=(0, 1))
+        - np.quantile(x, 0.4, axis=0, method="hazen"), [ANY], ((3, 3),), smooth=_distinct,
+        ops=("gather",)),
+    "nanmedian_nanquantile": Case(
+        lambda x: np.nanmedian(x, axis=0) * np.nanquantile(x, 0.35, axis=1, method="hazen")
+        + np.nanpercentile(x, [20, 70]).sum(), [ANY], ((4, 4),), smooth=_distinct,
+        ops=("gather",)),
+    "quantile_traced_levels": Case(
+        lambda x, q: np.quantile(x, q, axis=0)
+        + np.percentile(x, q * 100, method="weibull")[:, None],
+        [ANY, (0.05, 0.95)], ((4, 3), (2,)),
+        smooth=lambda x, q: _distinct(x) and _frac_ok(3 * q, 1) and _frac_ok(13 * q - 1, 1),
+        ops=("gather",)),
+    "interp": Case(lambda x, fp: np.interp(x, np.array([-1.5, -0.2, 0.4, 1.7]), fp)
+                   * np.interp(x, np.array([-1.0, 0.5]), fp[:2], left=0.25), [ANY, ANY],
+                   ((5,), (4,)), smooth=lambda x, fp: _far(x[:, None], [-1.5, -0.2, 0.4, 1.7,
+                                                                         -1.0, 0.5]),
+                   ops=("searchsorted", "gather")),
     "softmax_logsumexp": Case(
         lambda x: np.exp(x - x.max(1, keepdims=True))
         / np.exp(x - x.max(1, keepdims=True)).sum(1, keepdims=True),

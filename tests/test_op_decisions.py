@@ -98,6 +98,15 @@ DECISIONS: dict[str, Row] = {
     **{op: Row(L, L, why="no monoid (the index travels with the value): NumPy on the CPU, "
                          "CuPy with NumPy's first-NaN rule on the GPU")
        for op in ("argmax", "argmin")},
+    # ------------------------------------------------------------ scans, sorting
+    **{op: Row(L, L, why="NumPy's sequential accumulate (the CPU has no scan template yet); "
+                         "CuPy's scan on the GPU") for op in ("cumsum", "cumprod")},
+    "argsort": Row(L, H, why="NumPy's sort on the CPU; CuPy sorts stably, so an argsort of "
+                             "NumPy's default (unstable) kind, sampled here, runs on the host "
+                             "to keep NumPy's tie order; kind='stable' (np.sort, median, "
+                             "quantile) is a CuPy call"),
+    "searchsorted": Row(L, L, why="a binary search per value: np.searchsorted / "
+                                  "cupy.searchsorted"),
     # ------------------------------------------------------------ contraction
     "matmul": Row(L, {"?il": H, "fd": L},
                   why=f"BLAS / cuBLAS (the samples have K > SMALL_K; float matmuls with "
@@ -148,6 +157,10 @@ def sample(op: str, code: str) -> Node | None:
         "argmax": lambda: _node(op, [x], axis=1, keepdims=False),
         "argmin": lambda: _node(op, [x], axis=1, keepdims=False),
         "matmul": lambda: _node(op, [x, TensorType((32, 3), dt)]),
+        "cumsum": lambda: _node(op, [x], axis=1, dtype=None),
+        "cumprod": lambda: _node(op, [x], axis=1, dtype=None),
+        "argsort": lambda: _node(op, [x], axis=1, kind="quicksort"),
+        "searchsorted": lambda: _node(op, [TensorType((32,), dt), x], side="left"),
         "reshape": lambda: _node(op, [x], shape=(32, 4)),
         "transpose": lambda: _node(op, [x], perm=(1, 0)),
         "broadcast_to": lambda: _node(op, [x], shape=(2, 4, 32)),
@@ -217,6 +230,13 @@ def test_decision_is_what_the_backends_do(op):
                                 f"{want}, the backend does {got}"
     gaps = {row.at(b, c) for b in ("cpu", "cuda") for c in CODES} - {K, NO}
     assert row.why or not gaps, f"{op}: a library or host step without its reason"
+
+
+def test_stable_argsort_is_a_cupy_call():
+    """The stable kinds (np.sort, np.median, np.quantile use them) run on the GPU."""
+    for kind, want in (("stable", L), ("mergesort", L), ("quicksort", H), ("heapsort", H)):
+        node = _node("argsort", [TensorType((4, 32), np.dtype("d"))], axis=1, kind=kind)
+        assert decided("cuda", node) == want, kind
 
 
 def test_small_k_matmul():

@@ -412,6 +412,28 @@ def _arg_reduction(fn, name, nan_as):
     return reduce
 
 
+def _scan(fn, name):
+    def scan(a, axis=None, dtype=None) -> ndarray:
+        return _new(fn(_operand(a, name), axis=axis, dtype=dtype))
+    scan.__name__ = scan.__qualname__ = name
+    scan.__doc__ = f"``cupy.{name}`` (sequential here; CuPy's scan adds in a tree order)."
+    return scan
+
+
+def argsort(a, axis=-1, kind=None) -> ndarray:
+    """``cupy.argsort``: stable whatever ``kind`` says (CuPy sorts with a stable radix
+    sort), NaN last."""
+    return _new(np.argsort(_operand(a, "argsort"), axis=axis, kind="stable"))
+
+
+def searchsorted(a, v, side="left", sorter=None) -> ndarray:
+    """``cupy.searchsorted`` of a 1-d device array and a device array of values."""
+    if sorter is not None:
+        raise NotImplementedError("cudasim: searchsorted emulates sorter=None only")
+    return _new(np.asarray(np.searchsorted(_operand(a, "searchsorted"),
+                                           _operand(v, "searchsorted"), side=side)))
+
+
 def isnan(x) -> ndarray:
     """``cupy.isnan`` (the one ufunc the runner calls)."""
     return _new(np.isnan(_operand(x, "isnan")))
@@ -433,6 +455,8 @@ FUNCTIONS = {
     "any": _reduction(np.any, "any", False), "all": _reduction(np.all, "all", False),
     "argmax": _arg_reduction(np.argmax, "argmax", -np.inf),
     "argmin": _arg_reduction(np.argmin, "argmin", np.inf),
+    "cumsum": _scan(np.cumsum, "cumsum"), "cumprod": _scan(np.cumprod, "cumprod"),
+    "argsort": argsort, "searchsorted": searchsorted,
 }
 
 _SCATTER_ADD_DTYPES = {np.dtype(t) for t in (np.int32, np.float16, np.float32, np.float64,

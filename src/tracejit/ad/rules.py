@@ -28,7 +28,7 @@ from .linalg_rules import LINALG_VJP
 NON_DIFFERENTIABLE = frozenset(
     "equal not_equal less less_equal greater greater_equal logical_and logical_or "
     "logical_xor logical_not bitwise_and bitwise_or bitwise_xor invert left_shift right_shift "
-    "isnan isinf isfinite argmax argmin any all".split()
+    "isnan isinf isfinite argmax argmin any all argsort searchsorted".split()
 )
 # Float results that are piecewise constant: the gradient is zero (it stops there).
 # A random draw is a constant to the gradient: it flows only through how the draw is used.
@@ -218,6 +218,45 @@ def _extremum_reduce_rule(g, ans, x, *, axis, keepdims):
     return (_mul(_keepdims(g, x.shape, axis, keepdims), _div(hit, count)),)
 
 
+# ---------------------------------------------------------------- scans
+
+
+def _reverse(x, axis: int):
+    """``x`` reversed along ``axis`` (a slice with step -1)."""
+    n = x.shape[axis]
+    if n <= 1:
+        return x
+    starts = tuple(n - 1 if d == axis else 0 for d in range(x.ndim))
+    stops = tuple(-1 if d == axis else x.shape[d] for d in range(x.ndim))
+    steps = tuple(-1 if d == axis else 1 for d in range(x.ndim))
+    return bind("slice", x, starts=starts, stops=stops, steps=steps)
+
+
+def _cumsum_rule(g, ans, x, *, axis, dtype):
+    """Each input adds into every later output: the reversed cumulative sum of ``g``."""
+    return (_reverse(bind("cumsum", _reverse(g, axis), axis=axis, dtype=None), axis),)
+
+
+def _cumprod_rule(g, ans, x, *, axis, dtype):
+    """d out[j] / d x[i] is the product of x[k], k <= j, k != i (for j >= i): with the
+    axis moved last, row i of an (n, n) block holds x with x[i] replaced by 1, whose
+    cumulative product gives every such product. Exact with zeros (no division), at
+    O(n^2) time and memory per slice of the axis."""
+    n, last = x.shape[axis], x.ndim - 1
+    perm = tuple(d for d in range(x.ndim) if d != axis) + (axis,)
+    back = tuple(int(i) for i in np.argsort(perm))
+    xt = bind("transpose", x, perm=perm)
+    gt = bind("transpose", g, perm=perm)
+    rows = bind("reshape", xt, shape=xt.shape[:-1] + (1, n))
+    held = _where(np.eye(n, dtype=bool), np.ones((), x.dtype), rows)
+    products = bind("cumprod", held, axis=last + 1, dtype=ans.dtype)
+    later = np.triu(np.ones((n, n), dtype=bool))  # [i, j]: output j depends on input i
+    terms = _where(later, _mul(bind("reshape", gt, shape=gt.shape[:-1] + (1, n)), products),
+                   0.0)
+    grad = bind("sum", terms, axis=(last + 1,), keepdims=False, dtype=None)
+    return (bind("transpose", grad, perm=back),)
+
+
 # ---------------------------------------------------------------- contraction
 
 
@@ -348,6 +387,8 @@ VJP = {
     "prod": _prod_rule,
     "max": _extremum_reduce_rule,
     "min": _extremum_reduce_rule,
+    "cumsum": _cumsum_rule,
+    "cumprod": _cumprod_rule,
     "matmul": _matmul_rule,
     "reshape": _reshape_rule,
     "transpose": _transpose_rule,

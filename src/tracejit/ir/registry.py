@@ -39,6 +39,8 @@ class Kind(enum.Enum):
     CREATION = "creation"
     TRANSFER = "transfer"
     RANDOM = "random"  # a draw from a random generator (``ir/random_ops.py``)
+    SCAN = "scan"  # cumulative along one axis (cumsum, cumprod)
+    SORTING = "sorting"  # orderings and binary searches (argsort, searchsorted)
 
 
 class Exactness(enum.Enum):

@@ -12,7 +12,8 @@ from types import FunctionType
 
 import numpy as np
 
-from . import numpy_api
+from ..errors import UnsupportedOperation
+from . import numpy_api, ordering, quantiles, traced_quantiles  # noqa: F401  (registering)
 from .indexing import getitem
 from .tracer import Tracer, _inplace_error
 
@@ -131,6 +132,27 @@ class _ArrayMethods:
     def all(self, axis=None, out=None, keepdims=False, **kw):
         return numpy_api.all(self, axis, out, keepdims, **kw)
 
+    def cumsum(self, axis=None, dtype=None, out=None):
+        return ordering.cumsum(self, axis, dtype, out)
+
+    def cumprod(self, axis=None, dtype=None, out=None):
+        return ordering.cumprod(self, axis, dtype, out)
+
+    def argsort(self, axis=-1, kind=None, order=None, *, stable=None):
+        return ordering.argsort(self, axis, kind, order, stable=stable)
+
+    def argpartition(self, kth, axis=-1, kind="introselect", order=None):
+        return ordering.argpartition(self, kth, axis, kind, order)
+
+    def searchsorted(self, v, side="left", sorter=None):
+        return ordering.searchsorted(self, v, side, sorter)
+
+    def sort(self, axis=-1, kind=None, order=None, *, stable=None):
+        raise _inplace_sort(self, "sort")
+
+    def partition(self, kth, axis=-1, kind="introselect", order=None):
+        raise _inplace_sort(self, "partition")
+
     def __divmod__(self, other):
         return (numpy_api.operator(np.floor_divide, self, other),
                 numpy_api.operator(np.remainder, self, other))
@@ -138,6 +160,15 @@ class _ArrayMethods:
     def __rdivmod__(self, other):
         return (numpy_api.operator(np.floor_divide, other, self),
                 numpy_api.operator(np.remainder, other, self))
+
+
+def _inplace_sort(x: Tracer, name: str) -> UnsupportedOperation:
+    """``x.sort()`` sorts in place, which traced arrays cannot do yet."""
+    hint = f"use the function, which returns a new array: x = np.{name}(x, ...)"
+    if x._arg:
+        return _inplace_error(x, f"ndarray.{name}()", hint=hint)
+    return UnsupportedOperation(f"ndarray.{name}() sorts in place: arrays are immutable "
+                                "inside a jitted function", hint=hint)
 
 
 def _binary(ufunc):

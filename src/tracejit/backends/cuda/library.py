@@ -4,8 +4,10 @@ One entry per op: ``TABLE[op](cupy, *arrays, **attrs)``. Contractions go to cuBL
 (``cupy.matmul``); structural ops are CuPy views or copies; argmax/argmin make NaN win
 as NumPy does; gathers check their indices first, because CuPy's integer indexing wraps an
 out-of-range index around where NumPy raises IndexError (the check costs one
-synchronisation). An op absent here, or with dtypes ``supported`` refuses, runs on the CPU
-(see the placement pass).
+synchronisation); cumsum/cumprod are CuPy's scans (tree-ordered sums: within rounding of
+NumPy's sequential ones), argsort CuPy's stable sort (so an argsort of NumPy's unstable
+kinds, whose ties NumPy orders its own way, runs on the host). An op absent here, or with
+dtypes ``supported`` refuses, runs on the CPU (see the placement pass).
 
 The ``numpy.linalg`` ops are ``cupy.linalg`` (cuSOLVER) calls, their several results
 packed into one array as the registry defines them (``ir/linalg_ops.py``). ``inv``,
@@ -21,6 +23,7 @@ import importlib
 import numpy as np
 
 from ...ir.ops import slice_key
+from ...ir.ordering_ops import STABLE_KINDS, scan_dtype
 from .ops import CUDA
 
 
@@ -137,8 +140,19 @@ LINALG = {
     "svd": _svd,
 }
 
+def _scan(name: str):
+    """cumsum/cumprod in the IR's output dtype (NumPy's: small ints accumulate in int64)."""
+    def run(cupy, x, *, axis, dtype):
+        return getattr(cupy, name)(x, axis=axis, dtype=scan_dtype(x.dtype, dtype))
+    return run
+
+
 TABLE = {
     **LINALG,
+    "cumsum": _scan("cumsum"),
+    "cumprod": _scan("cumprod"),
+    "argsort": lambda cupy, x, *, axis, kind: cupy.argsort(x, axis=axis),
+    "searchsorted": lambda cupy, a, v, *, side: cupy.searchsorted(a, v, side=side),
     "argmax": _arg("argmax"),
     "argmin": _arg("argmin"),
     "matmul": _matmul,
@@ -171,4 +185,6 @@ def supported(node) -> bool:
         return node.out.type.dtype in _FLOATS
     if node.op == "scatter_add":
         return node.out.type.dtype in _ATOMIC
+    if node.op == "argsort":  # CuPy sorts stably: NumPy's ties only for the stable kinds
+        return node.attrs["kind"] in STABLE_KINDS
     return True

@@ -1,0 +1,75 @@
+"""Registry ops for NumPy's cumulative and order functions: cumsum, cumprod, argsort,
+searchsorted.
+
+The NumPy functions built on them (sort, partition, median, quantile, interp, digitize,
+nancumsum, ...) are compositions at trace level (``trace/ordering.py``,
+``trace/quantiles.py``). Each op takes its axis normalised (a non-negative int): the
+tracer ravels for ``axis=None``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import AxisError, DTypeError, ShapeError
+from .ops import _sum_dtype
+from .registry import Exactness, Grad, Kind, register
+from .types import TensorType
+
+# NumPy's sort kinds; "stable" and "mergesort" are the stable ones (the same algorithm).
+SORT_KINDS = ("quicksort", "mergesort", "heapsort", "stable")
+STABLE_KINDS = ("mergesort", "stable")
+
+
+def _check_axis(x: TensorType, axis: int) -> None:
+    if not 0 <= axis < x.ndim:
+        raise AxisError(f"axis {axis} is out of bounds for array of dimension {x.ndim}")
+
+
+def scan_dtype(x: np.dtype, dtype) -> np.dtype:
+    """The dtype np.cumsum / np.cumprod accumulate in: ``dtype`` if given, else np.sum's
+    (small ints and bool accumulate in the platform's int64)."""
+    return _sum_dtype(x) if dtype is None else np.dtype(dtype)
+
+
+def _scan_rule(x: TensorType, *, axis: int, dtype) -> TensorType:
+    _check_axis(x, axis)
+    return TensorType(x.shape, scan_dtype(x.dtype, dtype))
+
+
+def _argsort_rule(x: TensorType, *, axis: int, kind: str) -> TensorType:
+    _check_axis(x, axis)
+    if kind not in SORT_KINDS:
+        raise ShapeError(f"sort kind must be one of {SORT_KINDS} (got {kind!r})")
+    return TensorType(x.shape, np.dtype(np.int64))
+
+
+def _searchsorted_rule(a: TensorType, v: TensorType, *, side: str) -> TensorType:
+    if a.ndim != 1:
+        raise ShapeError("object too deep for desired array" if a.ndim > 1 else
+                         "object of too small depth for desired array")
+    if side not in ("left", "right"):
+        raise ShapeError(f"side must be 'left' or 'right' (got {side!r})")
+    if np.result_type(a.dtype, v.dtype).kind not in "biuf":
+        raise DTypeError(f"searchsorted: no ordering for {a.dtype} and {v.dtype}")
+    return TensorType(v.shape, np.dtype(np.int64))
+
+
+# NumPy accumulates a cumulative sum or product sequentially along the axis (ufunc
+# .accumulate); CuPy's scan adds in a tree order: within rounding, not bit for bit.
+register("cumsum", Kind.SCAN, _scan_rule,
+         lambda x, *, axis, dtype: np.cumsum(x, axis=axis, dtype=dtype),
+         "numpy.cumsum along one axis (sequential, as np.add.accumulate)",
+         exactness=Exactness.ORDER)
+register("cumprod", Kind.SCAN, _scan_rule,
+         lambda x, *, axis, dtype: np.cumprod(x, axis=axis, dtype=dtype),
+         "numpy.cumprod along one axis (sequential, as np.multiply.accumulate)",
+         exactness=Exactness.ORDER)
+register("argsort", Kind.SORTING, _argsort_rule,
+         lambda x, *, axis, kind: np.argsort(x, axis=axis, kind=kind),
+         "numpy.argsort along one axis with NumPy's `kind` (NaN last); ties keep their order "
+         "for the stable kinds, any order NumPy's own kind gives otherwise", grad=Grad.NONE)
+register("searchsorted", Kind.SORTING, _searchsorted_rule,
+         lambda a, v, *, side: np.searchsorted(a, v, side=side),
+         "numpy.searchsorted(a, v, side) of a sorted 1-d `a` (NaN sorts last)",
+         grad=Grad.NONE)

@@ -1,0 +1,331 @@
+"""NumPy's cumulative and order functions: cumsum, cumprod, sort, argsort, partition,
+searchsorted, digitize, interp (quantiles and medians are in ``quantiles.py``).
+
+They are built on the registry's ``cumsum``, ``cumprod``, ``argsort`` and ``searchsorted``
+ops, as NumPy's own definitions are: ``sort`` is ``take_along_axis(a, argsort(a))`` (so
+its gradient is a gather's), ``partition`` returns the fully sorted array (which meets
+NumPy's contract: the kth element is in place, smaller ones before it, larger after),
+``digitize`` is NumPy's ``searchsorted`` of the bins, and ``interp`` follows NumPy's
+compiled loop case by case, so its values are bit-identical.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ConcretizationError, DTypeError, ShapeError, UnsupportedOperation
+from ..ir.ops import normalize_axis
+from ..ir.ordering_ops import SORT_KINDS
+from .core import bind
+from .numpy_api import (
+    _reject_out,
+    _scalar_result,
+    _strong,
+    astype,
+    aval,
+    basic_index,
+    concatenate,
+    implements,
+    operator_index,
+    ravel,
+    take_along_axis,
+)
+from .tracer import Tracer
+
+# NumPy's spellings of the sort kinds (np.sort(kind="quick") is quicksort).
+_KIND_NAMES = {"quick": "quicksort", "merge": "mergesort", "heap": "heapsort"}
+
+
+def as_array(x):
+    """A traced value as it is; anything else as NumPy's ``asarray`` makes it (a constant)."""
+    return _strong(x) if isinstance(x, Tracer) else np.asarray(x)
+
+
+def _along(a, axis):
+    """``(a, axis)`` with ``axis=None`` meaning the flattened array, as NumPy reads it."""
+    a = as_array(a)
+    if axis is None:
+        return ravel(a), 0
+    return a, normalize_axis(operator_index(axis, "sort"), aval(a).ndim)
+
+
+# ---------------------------------------------------------------- cumulative
+
+
+def _scan(op: str, a, axis, dtype, out):
+    _reject_out(op, out)
+    a = as_array(a)
+    if axis is None or aval(a).ndim == 0:  # NumPy accumulates a 0-d array as a 1-d one
+        a = ravel(a)
+    axis = 0 if axis is None else normalize_axis(operator_index(axis, op), aval(a).ndim)
+    return bind(op, a, axis=axis, dtype=None if dtype is None else np.dtype(dtype))
+
+
+@implements(np.cumsum)
+def cumsum(a, axis=None, dtype=None, out=None):
+    return _scan("cumsum", a, axis, dtype, out)
+
+
+@implements(np.cumprod)
+def cumprod(a, axis=None, dtype=None, out=None):
+    return _scan("cumprod", a, axis, dtype, out)
+
+
+def _nan_to(a, value):
+    a = as_array(a)
+    if aval(a).dtype.kind not in "fc":
+        return a
+    return bind("where", bind("isnan", a), np.zeros((), aval(a).dtype) + value, a)
+
+
+@implements(np.nancumsum)
+def nancumsum(a, axis=None, dtype=None, out=None):
+    return cumsum(_nan_to(a, 0), axis, dtype, out)
+
+
+@implements(np.nancumprod)
+def nancumprod(a, axis=None, dtype=None, out=None):
+    return cumprod(_nan_to(a, 1), axis, dtype, out)
+
+
+# ---------------------------------------------------------------- sorting
+
+
+def _sort_kind(kind, stable) -> str:
+    if stable is not None:
+        if kind is not None:
+            raise ShapeError("`kind` and keyword parameters can't be provided at the same "
+                             "time. Use only one of them.")
+        return "stable" if stable else "quicksort"
+    if kind is None:
+        return "quicksort"
+    kind = _KIND_NAMES.get(kind, kind)
+    if kind not in SORT_KINDS:
+        raise ShapeError(f"sort kind must be one of 'quick', 'heap', or 'stable' (got {kind!r})")
+    return kind
+
+
+def _no_order(name: str, order) -> None:
+    if order is not None:
+        raise UnsupportedOperation(f"numpy.{name}(..., order=...) sorts structured arrays, "
+                                   "which tracejit does not have",
+                                   hint="sort each field's array, or call it outside jit")
+
+
+def sorted_along(a, axis: int):
+    """``a`` sorted along ``axis`` (NaN last), gathered through a stable argsort so the
+    gradient of each output is the gradient of the element it came from."""
+    index = bind("argsort", a, axis=axis, kind="stable")
+    return take_along_axis(a, index, axis)
+
+
+@implements(np.sort)
+def sort(a, axis=-1, kind=None, order=None, *, stable=None):
+    """The values do not depend on how ties are ordered, so this always sorts stably;
+    NumPy's default kind may place -0.0 and 0.0 (equal) in another order."""
+    _no_order("sort", order)
+    _sort_kind(kind, stable)
+    a, axis = _along(a, axis)
+    return sorted_along(a, axis)
+
+
+@implements(np.argsort)
+def argsort(a, axis=-1, kind=None, order=None, *, stable=None):
+    """NumPy's own ``kind``: the reference and CPU backends return NumPy's indices exactly,
+    ties included (the default quicksort orders ties as NumPy's does on this machine)."""
+    _no_order("argsort", order)
+    kind = _sort_kind(kind, stable)
+    a = as_array(a)
+    if aval(a).ndim == 0 and axis is not None:  # NumPy sorts a 0-d array as a 1-d one
+        a = ravel(a)
+    a, axis = _along(a, axis)
+    return bind("argsort", a, axis=axis, kind=kind)
+
+
+def _check_kth(kth, n: int) -> None:
+    if isinstance(kth, Tracer):
+        raise ConcretizationError("np.partition with a traced kth", hint="pass kth as a "
+                                  "static int (the result is the sorted array either way)")
+    kths = np.asarray(kth)
+    if kths.dtype.kind not in "iu":
+        raise DTypeError("Partition index must be integer")
+    for k in kths.ravel():
+        if not -n <= int(k) < n:
+            raise ShapeError(f"kth(={int(k)}) out of bounds ({n})")
+
+
+@implements(np.partition)
+def partition(a, kth, axis=-1, kind="introselect", order=None):
+    """The fully sorted array: every kth element is in its sorted place, as NumPy promises
+    (NumPy leaves the elements on either side in an unspecified order; sorting them is one
+    such order)."""
+    _no_order("partition", order)
+    a, axis = _along(a, axis)
+    _check_kth(kth, aval(a).shape[axis])
+    return sorted_along(a, axis)
+
+
+@implements(np.argpartition)
+def argpartition(a, kth, axis=-1, kind="introselect", order=None):
+    """The indices of a stable sort: a valid partition for every kth at once."""
+    _no_order("argpartition", order)
+    a = as_array(a)
+    if aval(a).ndim == 0 and axis is not None:
+        a = ravel(a)
+    a, axis = _along(a, axis)
+    _check_kth(kth, aval(a).shape[axis])
+    return bind("argsort", a, axis=axis, kind="stable")
+
+
+@implements(np.unique)
+def unique(ar, return_index=False, return_inverse=False, return_counts=False, axis=None, *,
+           equal_nan=True, sorted=True):
+    raise _data_dependent_shape()
+
+
+@implements(np.unique_values, np.unique_counts, np.unique_inverse, np.unique_all)
+def unique_values(x):
+    raise _data_dependent_shape()
+
+
+def _data_dependent_shape() -> ConcretizationError:
+    return ConcretizationError(
+        "np.unique's result has as many elements as the data has distinct values: a shape "
+        "that depends on the values, which a traced function cannot have",
+        hint="call np.unique outside the jitted function, or keep a fixed size: "
+        "np.sort(x) and a mask of first occurrences (s[1:] != s[:-1])")
+
+
+# ---------------------------------------------------------------- searching
+
+
+def _common(a, v):
+    """``a`` and ``v`` in their common dtype, as NumPy's searchsorted compares them."""
+    dtype = np.result_type(aval(a).dtype, aval(v).dtype)
+    return astype(a, dtype), astype(v, dtype)
+
+
+@implements(np.searchsorted)
+def searchsorted(a, v, side="left", sorter=None):
+    a, v = as_array(a), as_array(v)
+    if side not in ("left", "right"):
+        raise ShapeError(f"search side must be 'left' or 'right' (got {side!r})")
+    if sorter is not None:
+        sorter = as_array(sorter)
+        if aval(sorter).size != aval(a).size:
+            raise ShapeError("sorter.size must equal a.size")
+        a = take_along_axis(a, sorter, 0) if aval(a).ndim == 1 else a
+    a, v = _common(a, v)
+    return _scalar_result(bind("searchsorted", a, v, side=side))
+
+
+def _reversed(a):
+    return basic_index(a, aval(a).shape, [slice(None, None, -1)])
+
+
+@implements(np.digitize)
+def digitize(x, bins, right=False):
+    """NumPy's definition; with traced bins their direction is read from the data (the
+    first bin above the last: decreasing), and bins that are not monotonic cannot be
+    refused."""
+    x, bins = as_array(x), as_array(bins)
+    if aval(x).dtype.kind == "c":
+        raise DTypeError("x may not be complex")
+    if aval(bins).ndim != 1:
+        raise ShapeError("object too deep for desired array")
+    side = "left" if right else "right"
+    n = aval(bins).shape[0]
+    if not isinstance(bins, Tracer):
+        steps = np.diff(bins)
+        if not ((steps >= 0).all() or (steps <= 0).all()):
+            raise ShapeError("bins must be monotonically increasing or decreasing")
+        if (steps >= 0).all():
+            return searchsorted(bins, x, side=side)
+        return _scalar_result(bind("subtract", n, searchsorted(bins[::-1], x, side=side)))
+    up = searchsorted(bins, x, side=side)
+    if n < 2:
+        return up
+    down = bind("subtract", n, searchsorted(_reversed(bins), x, side=side))
+    last = basic_index(bins, (n,), [n - 1])
+    first = basic_index(bins, (n,), [0])
+    return _scalar_result(bind("where", bind("less", last, first), down, up))
+
+
+# ---------------------------------------------------------------- interp
+
+
+def _take(a, index):
+    return bind("gather", a, index, axis=0)
+
+
+def _f64(x):
+    return astype(as_array(x), np.float64)
+
+
+@implements(np.interp)
+def interp(x, xp, fp, left=None, right=None, period=None):
+    """NumPy's compiled loop, case by case (NaN x, left of, right of, at the last point, at
+    a point, else ``slope * (x - xp[j]) + fp[j]`` with its NaN fallbacks): bit-identical.
+    Differentiable in x (the slope), xp and fp."""
+    if aval(as_array(fp)).dtype.kind == "c":
+        raise UnsupportedOperation("numpy.interp with complex fp is not supported",
+                                   hint="interpolate fp.real and fp.imag separately")
+    x, xp, fp = _f64(x), _f64(xp), _f64(fp)
+    if aval(xp).ndim != 1 or aval(fp).ndim != 1:
+        raise ShapeError("Data points must be 1-D sequences" if period is not None else
+                         "object too deep for desired array")
+    if period is not None:
+        x, xp, fp = _periodic(x, xp, fp, period)
+        left = right = None
+    n = aval(xp).shape[0]
+    if n == 0:
+        raise ShapeError("array of sample points is empty")
+    if aval(fp).shape[0] != n:
+        raise ShapeError("fp and xp are not of the same length.")
+    first, last = _take(fp, np.int64(0)), _take(fp, np.int64(n - 1))
+    lval = first if left is None else _f64(left)
+    rval = last if right is None else _f64(right)
+    scalar = aval(x).ndim == 0
+    if n == 1:
+        x0 = _take(xp, np.int64(0))
+        out = bind("where", bind("less", x, x0), lval,
+                   bind("where", bind("greater", x, x0), rval, first))
+        return _scalar_result(out) if scalar else out
+    j = bind("subtract", bind("searchsorted", xp, x, side="right"), 1)
+    jc = bind("clip", j, 0, n - 2)
+    xj, fj = _take(xp, jc), _take(fp, jc)
+    xj1, fj1 = _take(xp, bind("add", jc, 1)), _take(fp, bind("add", jc, 1))
+    slope = bind("true_divide", bind("subtract", fj1, fj), bind("subtract", xj1, xj))
+    r1 = bind("add", bind("multiply", slope, bind("subtract", x, xj)), fj)
+    r2 = bind("add", bind("multiply", slope, bind("subtract", x, xj1)), fj1)
+    flat = bind("logical_and", bind("isnan", r2), bind("equal", fj, fj1))
+    out = bind("where", bind("isnan", r1), bind("where", flat, fj, r2), r1)
+    out = bind("where", bind("equal", xj, x), fj, out)
+    out = bind("where", bind("equal", j, n - 1), last, out)
+    out = bind("where", bind("greater", x, _take(xp, np.int64(n - 1))), rval, out)
+    out = bind("where", bind("less", j, 0), lval, out)
+    out = bind("where", bind("isnan", x), x, out)
+    return _scalar_result(out) if scalar else _strong(out)
+
+
+def _periodic(x, xp, fp, period):
+    """NumPy's normalisation of periodic sample points: everything modulo the period,
+    the points sorted, and one copied past each end."""
+    if isinstance(period, Tracer):
+        raise ConcretizationError("np.interp with a traced period", hint="pass it as a number")
+    if period == 0:
+        raise ShapeError("period must be a non-zero value")
+    period = abs(float(period))
+    if aval(xp).shape[0] != aval(fp).shape[0]:
+        raise ShapeError("fp and xp are not of the same length")
+    x, xp = bind("remainder", x, period), bind("remainder", xp, period)
+    order = bind("argsort", xp, axis=0, kind="quicksort")
+    xp, fp = _take(xp, order), _take(fp, order)
+    n = aval(xp).shape[0]
+    if n == 0:
+        return x, xp, fp
+    head, tail = [slice(0, 1)], [slice(n - 1, n)]
+    xp = concatenate([bind("subtract", basic_index(xp, (n,), tail), period), xp,
+                      bind("add", basic_index(xp, (n,), head), period)])
+    fp = concatenate([basic_index(fp, (n,), tail), fp, basic_index(fp, (n,), head)])
+    return x, xp, fp
