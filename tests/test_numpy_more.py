@@ -368,3 +368,68 @@ def test_raises_like_numpy(fn, args):
     with pytest.raises(builtin_error(numpy_error.value)) as info:
         _run(fn, args, "reference")
     assert isinstance(info.value, tj.errors.TracejitError)
+
+
+# ---------------------------------------------------------------- gradients
+
+def _nan_in(x):
+    return np.where(np.arange(x.size).reshape(x.shape) == 1, np.nan, x)
+
+
+GRADS = {  # name: (function of float64 arrays, input shapes); inputs are drawn in [0.5, 1.5]
+    "sinc": (lambda x: np.sinc(x - 1.0), [(5,)]),
+    "nan_to_num": (lambda x: np.nan_to_num(np.log(x - 0.9)) * x, [(5,)]),
+    "modf": (lambda x: np.modf(x * 3.0)[0] + np.modf(x)[1] * x, [(5,)]),
+    "diff": (lambda x: np.diff(x ** 2, n=2, axis=0, prepend=x[:1]), [(4, 3)]),
+    "ptp": (lambda x: np.ptp(x, axis=1), [(3, 4)]),
+    "average": (lambda x, w: np.average(x, axis=0, weights=w), [(3, 2), (3,)]),
+    "nanreductions": (lambda x: np.nansum(_nan_in(x) ** 2, axis=0) + np.nanmean(_nan_in(x))
+                      + np.nanvar(_nan_in(x), axis=1) .sum() + np.nanstd(_nan_in(x), ddof=1)
+                      + np.nanmax(_nan_in(x), axis=1).sum() + np.nanprod(_nan_in(x)), [(3, 3)]),
+    "diagonal_trace_diag": (lambda x: np.diag(np.diagonal(x, 1)) @ x[:2, :2] + np.trace(x ** 2)
+                            + np.diag(x, -1).sum(), [(3, 3)]),
+    "rot90_kron": (lambda x, y: np.rot90(np.kron(x, y), 3), [(2, 2), (2, 3)]),
+    "cross_vdot": (lambda a, b: np.cross(a, b) * np.vdot(a, b), [(2, 3), (2, 3)]),
+    "matrix_power": (lambda a: np.linalg.matrix_power(a, 5), [(3, 3)]),
+    "einsum_sublists": (lambda a, b: np.einsum(a, [0, 1], b, [1, 2], [2, 0]), [(2, 3), (3, 2)]),
+    "gradient": (lambda f: np.gradient(f ** 2, 0.5, np.array([0.0, 1.0, 1.5]), edge_order=2)[1],
+                 [(3, 3)]),
+    "gradient_traced_coords": (lambda f, x: np.gradient(f, np.arange(4.0) + 0.3 * x), [(4,), (4,)]),
+    "cov_corrcoef": (lambda m: np.cov(m) + np.corrcoef(m), [(3, 4)]),
+    "cov_weights": (lambda m, w: np.cov(m, aweights=w), [(2, 4), (4,)]),
+    "convolve_correlate": (lambda a, v: np.concatenate([np.convolve(a, v, "same"),
+                                                        np.correlate(a, v, "full")]),
+                           [(5,), (3,)]),
+    "linspace_geomspace": (lambda a, b: np.linspace(a, b, 4) + np.geomspace(a, b, 4)
+                           + np.logspace(a, b, 4, base=2.0), [(2,), (2,)]),
+    "select_meshgrid": (lambda x, y: np.select([x > 1.0], [x * y], default=y)
+                        * np.meshgrid(x, y)[0][:1], [(3,), (3,)]),
+}
+
+
+def _fd(f, xs, eps=1e-6):
+    out = []
+    for i, x in enumerate(xs):
+        g = np.zeros_like(x)
+        for idx in np.ndindex(x.shape):
+            hi, lo = [v.copy() for v in xs], [v.copy() for v in xs]
+            hi[i][idx] += eps
+            lo[i][idx] -= eps
+            g[idx] = (f(*hi) - f(*lo)) / (2 * eps)
+        out.append(g)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(GRADS))
+def test_gradient_matches_finite_differences(name):
+    fn, shapes = GRADS[name]
+    rng = np.random.default_rng(7)
+    xs = [rng.uniform(0.5, 1.5, s) for s in shapes]
+    w = rng.standard_normal(np.shape(fn(*xs)))
+
+    def objective(*ys):
+        return np.sum(fn(*ys) * w)
+
+    got = tj.grad(objective, argnums=tuple(range(len(xs))), backend="reference")(*xs)
+    for g, want in zip(got, _fd(objective, xs), strict=True):
+        np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6 * max(1, np.abs(want).max()))
