@@ -278,7 +278,30 @@ case("geomspace-negative", lambda a, b: np.geomspace(a, b, 4, endpoint=False),
 case("geomspace-float32-axis", lambda a, b: np.geomspace(a, b, 3, axis=1),
      np.array([1.0, 2.0], np.float32), np.array([4.0, 50.0], np.float32))
 
+# small ones
+for dt in DTYPES:
+    case(f"fix-{dt}", np.fix, X[dt])
+    case(f"isposinf-{dt}", np.isposinf, X[dt])
+    case(f"isneginf-{dt}", np.isneginf, X[dt])
+    case(f"ediff1d-{dt}", np.ediff1d, X[dt])
+    case(f"vecdot-{dt}", np.vecdot, S[dt], S[dt][::-1])
+case("ediff1d-ends", lambda x: np.ediff1d(x, to_end=[7, 8], to_begin=-1), I32)
+case("ediff1d-float-ends", lambda x: np.ediff1d(x, to_begin=np.float32(0.5)), X64)
+case("trapezoid", np.trapezoid, G, approx=True)
+case("trapezoid-dx-axis", lambda y: np.trapezoid(y, dx=0.5, axis=0), S["int32"], approx=True)
+case("trapezoid-x", lambda y, x: np.trapezoid(y, x), G, np.array([0.0, 0.5, 2.0, 2.5]),
+     approx=True)
+case("trapezoid-x-2d", lambda y, x: np.trapezoid(y, x, axis=0), G, G ** 2, approx=True)
+case("vecdot-broadcast", np.vecdot, G, V[:4], approx=True)
+case("matvec", np.matvec, G, V[:4], approx=True)
+case("matvec-stacked", np.matvec, np.stack([S64, S64.T]), S64[:2], approx=True)
+case("vecmat", np.vecmat, V[:4], G, approx=True)
+case("vecmat-int", np.vecmat, S["int32"][0], S["int64"])
+
 # errors NumPy raises (tracejit raises its typed error of the same builtin class)
+error("ediff1d-to_begin-float", lambda x: np.ediff1d(x, to_begin=0.5), I32)
+error("vecdot-mismatch", np.vecdot, G, V)
+error("matvec-1d", np.matvec, V, V)
 error("diff-negative-n", lambda x: np.diff(x, n=-1), X64)
 error("diff-0d", np.diff, np.float64(1.0))
 error("diagonal-1d", np.diagonal, V)
@@ -402,6 +425,9 @@ GRADS = {  # name: (function of float64 arrays, input shapes); inputs are drawn 
                            [(5,), (3,)]),
     "linspace_geomspace": (lambda a, b: np.linspace(a, b, 4) + np.geomspace(a, b, 4)
                            + np.logspace(a, b, 4, base=2.0), [(2,), (2,)]),
+    "trapezoid_vecdot_matvec": (lambda y, x: np.trapezoid(y, x) * np.vecdot(y, y)
+                                + np.matvec(y[:, :2], x[:2]) + np.vecmat(x[:2], y[:2])[:2]
+                                + np.ediff1d(x)[:2], [(2, 3), (3,)]),
     "select_meshgrid": (lambda x, y: np.select([x > 1.0], [x * y], default=y)
                         * np.meshgrid(x, y)[0][:1], [(3,), (3,)]),
 }

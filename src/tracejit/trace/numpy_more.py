@@ -1082,3 +1082,102 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
     if axis != 0:
         result = moveaxis(result, 0, axis)
     return astype(result, out_dtype)
+
+
+# ---------------------------------------------------------------- small ones
+
+
+@implements(np.fix)
+def fix(x, out=None):
+    _reject_out("fix", out)
+    return _scalar_result(_strong(_u("trunc", x)))
+
+
+def _inf_of_sign(name: str, negative: bool):
+    def impl(x, out=None):
+        _reject_out(name, out)
+        _real_only(name, x)
+        sign = _u("signbit", x)
+        return _scalar_result(_u("logical_and", _u("isinf", x),
+                                 sign if negative else _u("logical_not", sign)))
+
+    return impl
+
+
+isposinf = implements(np.isposinf)(_inf_of_sign("isposinf", False))
+isneginf = implements(np.isneginf)(_inf_of_sign("isneginf", True))
+
+
+@implements(np.ediff1d)
+def ediff1d(ary, to_end=None, to_begin=None):
+    ary = ravel(_as_strong_operand(ary))
+    dt = aval(ary).dtype
+    n = aval(ary).shape[0]
+    d = _u("subtract", _take_slice(ary, 0, 1, None), _take_slice(ary, 0, 0, builtins.max(
+        n - 1, 0)))
+    parts = []
+    for extra, where_ in ((to_begin, "to_begin"), (None, None), (to_end, "to_end")):
+        if where_ is None:
+            parts.append(d)
+        elif extra is not None:
+            extra = _as_strong_operand(extra)
+            if not np.can_cast(aval(extra).dtype, dt, casting="same_kind"):
+                raise DTypeError(f"dtype of `{where_}` must be compatible with input `ary` "
+                                 "under the `same_kind` rule.")
+            parts.append(astype(ravel(extra), dt))
+    return concatenate(parts) if len(parts) > 1 else d
+
+
+@implements(np.trapezoid)
+def trapezoid(y, x=None, dx=1.0, axis=-1):
+    y = _as_strong_operand(y)
+    nd = aval(y).ndim
+    if x is None:
+        d = dx
+    else:
+        x = _as_strong_operand(x)
+        if aval(x).ndim == 1:
+            d = diff(x)
+            shape = [1] * nd
+            shape[axis] = aval(d).shape[0]
+            d = reshape(d, tuple(shape))
+        else:
+            d = diff(x, axis=axis)
+    ax = normalize_axis(int(axis), nd)
+    n = aval(y).shape[ax]
+    pairs = _u("add", _take_slice(y, ax, 1, None), _take_slice(y, ax, 0, builtins.max(n - 1, 0)))
+    return sum(_u("true_divide", _u("multiply", d, pairs), 2.0), ax)
+
+
+def _vecdot(x1, x2):
+    _real_only("vecdot", x1)
+    _real_only("vecdot", x2)
+    dtype = np.result_type(aval(x1).dtype, aval(x2).dtype)
+    if aval(x1).ndim == 0 or aval(x2).ndim == 0:
+        raise ShapeError("vecdot: Input operand does not have enough dimensions (has 0, gufunc "
+                         "core with signature (n),(n)->() requires 1)")
+    if aval(x1).shape[-1] != aval(x2).shape[-1]:
+        raise ShapeError("vecdot: Input operand 1 has a mismatch in its core dimension 0")
+    prod = _u("multiply", astype(x1, dtype), astype(x2, dtype))
+    return sum(prod, -1, dtype)
+
+
+def _matvec(a, v):
+    v = _as_strong_operand(v)
+    if aval(v).ndim == 0 or aval(a).ndim < 2:
+        raise ShapeError("matvec: Input operand does not have enough dimensions")
+    out = matmul(a, expand_dims(v, -1))
+    return reshape(out, aval(out).shape[:-1])
+
+
+def _vecmat(v, a):
+    v = _as_strong_operand(v)
+    if aval(v).ndim == 0 or aval(a).ndim < 2:
+        raise ShapeError("vecmat: Input operand does not have enough dimensions")
+    out = matmul(expand_dims(v, -2), a)
+    return reshape(out, aval(out).shape[:-2] + aval(out).shape[-1:])
+
+
+for _ufunc, _impl in (("vecdot", _vecdot), ("matvec", _matvec), ("vecmat", _vecmat)):
+    if hasattr(np, _ufunc):  # NumPy >= 2.0 (vecdot), 2.2 (matvec, vecmat)
+        COMPOSED_UFUNCS[getattr(np, _ufunc)] = _impl
