@@ -278,6 +278,10 @@ case("geomspace-negative", lambda a, b: np.geomspace(a, b, 4, endpoint=False),
 case("geomspace-float32-axis", lambda a, b: np.geomspace(a, b, 3, axis=1),
      np.array([1.0, 2.0], np.float32), np.array([4.0, 50.0], np.float32))
 
+# ndarray methods and attributes
+case("methods-real-imag-conj", lambda x: (x.real, x.imag, x.conj(), x.conjugate()), X32)
+case("methods-trace-diagonal", lambda x: (x.trace(1), x.diagonal(-1), x.T.trace()), X64)
+
 # small ones
 for dt in DTYPES:
     case(f"fix-{dt}", np.fix, X[dt])

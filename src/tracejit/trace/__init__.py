@@ -6,12 +6,11 @@ import numpy as np
 
 from ..errors import InvalidArgument
 from ..ir import Graph, TensorType
-from . import array_methods, numpy_more, pytree
+from . import array_methods, pytree
 from .core import Trace, tracing
 from .tracer import Tracer
 
 array_methods.install()  # before any Tracer exists: NumPy's protocols, operators, methods
-del numpy_more  # imported for its registrations in numpy_api.FUNCTIONS
 
 __all__ = ["Tracer", "trace_function"]
 
