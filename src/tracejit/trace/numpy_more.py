@@ -12,6 +12,7 @@ branches on values, these functions say what they do instead:
   (NumPy raises ZeroDivisionError); ``cov`` with traced frequency or analytic weights does
   not check their values (non-negative integers), and a slice with no degrees of freedom
   gives NaN or inf as NumPy does, without its warning;
+- ``geomspace`` with a traced start or stop of zero gives NaN (NumPy raises ValueError);
 - ``gradient`` with traced coordinate arrays always uses the non-uniform formulas (NumPy
   reduces evenly spaced coordinates to a scalar step: the same values up to rounding).
 
