@@ -71,6 +71,9 @@ UNARY = {
     "arctan": (np.arctan, ANY), "sinh": (np.sinh, ANY), "cosh": (np.cosh, ANY),
     "tanh": (np.tanh, ANY), "arcsinh": (np.arcsinh, ANY), "arccosh": (np.arccosh, (1.2, 3.0)),
     "arctanh": (np.arctanh, UNIT),
+    "fabs": (np.fabs, NONZERO), "degrees": (np.degrees, ANY), "radians": (np.radians, ANY),
+    "deg2rad": (np.deg2rad, ANY), "rad2deg": (np.rad2deg, ANY),
+    "conjugate": (np.conjugate, ANY),
 }
 BINARY = {
     "add": (np.add, ANY, ANY), "subtract": (np.subtract, ANY, ANY),
@@ -78,10 +81,13 @@ BINARY = {
     "power": (np.power, POS, ANY), "arctan2": (np.arctan2, NONZERO, NONZERO),
     "hypot": (np.hypot, NONZERO, NONZERO), "logaddexp": (np.logaddexp, ANY, ANY),
     "logaddexp2": (np.logaddexp2, ANY, ANY),
+    "float_power": (np.float_power, POS, ANY), "copysign": (np.copysign, ANY, NONZERO),
+    "nextafter": (np.nextafter, ANY, ANY),
 }
 KINKED = {  # piecewise: away from ties and jumps
     "maximum": (np.maximum, _far), "minimum": (np.minimum, _far),
     "fmax": (np.fmax, _far), "fmin": (np.fmin, _far), "remainder": (np.remainder, _frac_ok),
+    "fmod": (np.fmod, _frac_ok),
 }
 
 CASES: dict[str, Case] = {}
@@ -90,7 +96,7 @@ for _n, (_f, _d) in UNARY.items():
 for _n, (_f, _a, _b) in BINARY.items():
     CASES[_n] = Case(_f, [_a, _b], ops=(_n,))
 for _n, (_f, _ok) in KINKED.items():
-    CASES[_n] = Case(_f, [ANY, (0.3, 2.0) if _n == "remainder" else ANY], smooth=_ok,
+    CASES[_n] = Case(_f, [ANY, (0.3, 2.0) if _n in ("remainder", "fmod") else ANY], smooth=_ok,
                      ops=(_n,))
 CASES.update({
     "power_int_exponent": Case(lambda x: x ** 3 + np.power(x, -2), [NONZERO], "one",
@@ -182,6 +188,10 @@ CASES.update({
                    ((5,), (4,)), smooth=lambda x, fp: _far(x[:, None], [-1.5, -0.2, 0.4, 1.7,
                                                                          -1.0, 0.5]),
                    ops=("searchsorted", "gather")),
+    "ldexp": Case(lambda x: np.ldexp(x, 3) + np.ldexp(x, np.array(-2)), [ANY], "one",
+                  ops=("ldexp",)),
+    "heaviside": Case(lambda x, h: np.heaviside(np.floor(x), h) * x, [ANY, ANY],
+                      smooth=lambda x, h: _frac_ok(x, 1.0), ops=("heaviside",)),
     "softmax_logsumexp": Case(
         lambda x: np.exp(x - x.max(1, keepdims=True))
         / np.exp(x - x.max(1, keepdims=True)).sum(1, keepdims=True),

@@ -50,7 +50,6 @@ class Row:
 
 ALL = Row(K, K)  # a loop kernel on both backends for every sample dtype
 F16 = "bool operands compute in float16 (NumPy's loop), which neither kernel language has"
-NO_INT_CPU = "the Numba language has no integer template for it (NumPy keeps the int dtype)"
 CUDA_INT8 = "bool operands compute in int8 (NumPy's loop), which the CUDA language lacks"
 
 DECISIONS: dict[str, Row] = {
@@ -58,7 +57,7 @@ DECISIONS: dict[str, Row] = {
     "negative": Row({"?": NO, "ilfd": K}, {"?": NO, "ilfd": K}),
     "positive": Row({"?": NO, "ilfd": K}, {"?": NO, "ilfd": K}),
     "absolute": ALL,
-    "sign": Row({"?": NO, "il": L, "fd": K}, {"?": NO, "ilfd": K}, why=NO_INT_CPU),
+    "sign": Row({"?": NO, "ilfd": K}, {"?": NO, "ilfd": K}),
     **{op: Row({"?": L, "ilfd": K}, {"?": H, "ilfd": K}, why=F16) for op in (
         "exp exp2 expm1 log log2 log10 log1p sqrt cbrt sin cos tan arcsin arccos arctan "
         "sinh cosh tanh arcsinh arccosh arctanh rint arctan2 hypot logaddexp logaddexp2").split()},
@@ -66,12 +65,10 @@ DECISIONS: dict[str, Row] = {
     "reciprocal": Row({"?il": L, "fd": K}, {"?il": H, "fd": K},
                       why="integer reciprocal (1 // x with NumPy's division by zero) has no "
                           "template; bool computes in int8"),
-    **{op: Row({"?il": L, "fd": K}, {"?ilfd": K}, why=NO_INT_CPU + "; bool likewise")
-       for op in ("floor", "ceil", "trunc")},
+    **{op: ALL for op in ("floor", "ceil", "trunc")},
     "logical_not": ALL,
     "invert": Row({"?il": K, "fd": NO}, {"?il": K, "fd": NO}),
-    **{op: Row({"?": L, "ilfd": K}, {"?ilfd": K}, why="isnan/isinf/isfinite of bool: the "
-               "Numba language has no bool template") for op in ("isnan", "isinf", "isfinite")},
+    **{op: ALL for op in ("isnan", "isinf", "isfinite")},
     "add": ALL,
     "subtract": Row({"?": NO, "ilfd": K}, {"?": NO, "ilfd": K}),
     "multiply": ALL,
@@ -85,10 +82,22 @@ DECISIONS: dict[str, Row] = {
         "logical_and logical_or logical_xor").split()},
     **{op: Row({"?il": K, "fd": NO}, {"?il": K, "fd": NO})
        for op in ("bitwise_and", "bitwise_or", "bitwise_xor")},
-    **{op: Row({"?il": L, "fd": NO}, {"?": H, "il": K, "fd": NO},
-               why=NO_INT_CPU + "; bool computes in int8, which the CUDA language lacks")
+    **{op: Row({"?il": K, "fd": NO}, {"?": H, "il": K, "fd": NO}, why=CUDA_INT8)
        for op in ("left_shift", "right_shift")},
-    "clip": Row({"?": L, "ilfd": K}, K, why="the Numba language has no bool clip"),
+    "clip": ALL,
+    # float-only ufuncs: bool computes in float16
+    **{op: Row({"?": L, "ilfd": K}, {"?": H, "ilfd": K}, why=F16) for op in (
+        "fabs degrees radians deg2rad rad2deg signbit spacing heaviside copysign "
+        "nextafter").split()},
+    "conjugate": Row(K, {"?": H, "ilfd": K}, why=CUDA_INT8),
+    "bitwise_count": Row({"?il": L, "fd": NO}, {"?il": H, "fd": NO},
+                         why="its uint8 result: no template in either language (a popcount "
+                             "of the magnitude); CUDA has no uint8"),
+    "float_power": ALL,
+    "fmod": Row(K, {"?": H, "ilfd": K}, why=CUDA_INT8),
+    **{op: Row({"?": NO, "il": K, "fd": NO}, {"?": NO, "il": K, "fd": NO})
+       for op in ("gcd", "lcm")},
+    "ldexp": Row({"?": L, "il": K, "fd": NO}, {"?": H, "il": K, "fd": NO}, why=F16),
     "where": ALL,
     "convert": ALL,
     "stop_gradient": Row(L, H, why="an autodiff marker: simplify removes it before code "

@@ -62,6 +62,11 @@ class ShapeError(TracingError, ValueError):
     )
 
 
+class WeightsShapeError(TracingError, RuntimeError):
+    """Weights of the wrong shape where NumPy raises RuntimeError (``np.cov``'s
+    ``fweights``/``aweights``)."""
+
+
 class AxisError(ShapeError, IndexError):
     """An axis out of range; like NumPy's AxisError it is a ValueError and an IndexError."""
 

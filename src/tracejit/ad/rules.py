@@ -28,11 +28,12 @@ from .linalg_rules import LINALG_VJP
 NON_DIFFERENTIABLE = frozenset(
     "equal not_equal less less_equal greater greater_equal logical_and logical_or "
     "logical_xor logical_not bitwise_and bitwise_or bitwise_xor invert left_shift right_shift "
-    "isnan isinf isfinite argmax argmin any all argsort searchsorted".split()
+    "isnan isinf isfinite argmax argmin any all argsort searchsorted signbit gcd lcm "
+    "bitwise_count".split()
 )
 # Float results that are piecewise constant: the gradient is zero (it stops there).
 # A random draw is a constant to the gradient: it flows only through how the draw is used.
-ZERO_GRADIENT = frozenset("floor ceil trunc rint sign floor_divide stop_gradient "
+ZERO_GRADIENT = frozenset("floor ceil trunc rint sign floor_divide stop_gradient spacing "
                           "random".split())
 
 
@@ -402,3 +403,45 @@ VJP = {
     "full": lambda g, ans, **attrs: (),
     **LINALG_VJP,
 }
+
+
+# ---------------------------------------------------------------- more ufuncs
+# heaviside is flat in x (its step at 0 has no derivative: 0, as for sign) and takes its
+# value at 0 from h0; copysign(x, y) is +-x, flat in y; nextafter(x, y) moves x by one
+# ulp, flat in y; ldexp(x, i) = x * 2**i is linear in x and has no cotangent for i.
+
+
+def _heaviside_rule(g, ans, x, h0):
+    return None, _where(bind("equal", x, 0), g, 0.0)
+
+
+def _copysign_rule(g, ans, x, y):
+    flipped = bind("not_equal", bind("signbit", x), bind("signbit", ans))
+    return _where(flipped, _neg(g), g), None
+
+
+def _float_power_rule(g, ans, x, y):
+    """As power's, in the float64 (or complex) dtype float_power computes in."""
+    x, y = (bind("convert", v, dtype=ans.dtype) for v in (x, y))
+    return _power_rule(g, ans, x, y)
+
+
+def _fmod_rule(g, ans, x, y):
+    return g, _neg(_mul(g, bind("trunc", _div(bind("subtract", x, ans), y))))
+
+
+DEG = 180.0 / math.pi
+VJP.update({
+    "fabs": _unary(lambda x, ans: bind("sign", x)),
+    "degrees": _unary(lambda x, ans: DEG),
+    "rad2deg": _unary(lambda x, ans: DEG),
+    "radians": _unary(lambda x, ans: 1.0 / DEG),
+    "deg2rad": _unary(lambda x, ans: 1.0 / DEG),
+    "conjugate": lambda g, ans, x: (bind("conjugate", g),),
+    "heaviside": _heaviside_rule,
+    "copysign": _copysign_rule,
+    "float_power": _float_power_rule,
+    "fmod": _fmod_rule,
+    "ldexp": lambda g, ans, x, i: (bind("ldexp", g, i), None),
+    "nextafter": lambda g, ans, x, y: (g, None),
+})

@@ -120,6 +120,23 @@ for _name in UNARY + BINARY:
              grad=_grad(_name))
 
 
+# More NumPy ufuncs: float ones (fabs, angle conversions, sign bit and spacing, heaviside,
+# copysign, float_power, nextafter, ldexp), fmod, the integer gcd/lcm/bitwise_count and
+# conjugate (the identity on real values). Only the first output of none: frexp and modf
+# have two (modf is composed at trace level).
+MORE_UNARY = "fabs degrees radians deg2rad rad2deg signbit spacing conjugate bitwise_count".split()
+MORE_BINARY = "heaviside copysign float_power fmod gcd lcm ldexp nextafter".split()
+_MORE_NO_GRAD = frozenset("signbit gcd lcm bitwise_count".split())
+_MORE_ZERO_GRAD = frozenset({"spacing"})
+
+for _name in MORE_UNARY + MORE_BINARY:
+    _uf = getattr(np, _name)
+    register(_name, Kind.ELEMENTWISE, ufunc_rule(_uf), _uf, f"numpy.{_name}", ufunc=_uf,
+             exactness=Exactness.ULP if _name == "float_power" else Exactness.EXACT,
+             grad=Grad.NONE if _name in _MORE_NO_GRAD else
+             Grad.ZERO if _name in _MORE_ZERO_GRAD else Grad.RULE)
+
+
 # np.clip(a, lo, hi) with both bounds is this 3-input ufunc: one dtype resolution for all three
 # operands (so it is not maximum-then-minimum), and NumPy's own signed-zero behaviour.
 _CLIP = np._core.umath.clip

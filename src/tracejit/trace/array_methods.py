@@ -13,7 +13,7 @@ from types import FunctionType
 import numpy as np
 
 from ..errors import UnsupportedOperation
-from . import numpy_api, ordering, quantiles, traced_quantiles  # noqa: F401  (registering)
+from . import numpy_api, numpy_more, ordering, quantiles, traced_quantiles  # noqa: F401
 from .indexing import getitem
 from .tracer import Tracer, _inplace_error
 
@@ -47,6 +47,26 @@ class _ArrayMethods:
     @property
     def mT(self) -> Tracer:
         return numpy_api.swapaxes(self, -1, -2)
+
+    @property
+    def real(self) -> Tracer:
+        return numpy_more.real(self)
+
+    @property
+    def imag(self) -> Tracer:
+        return numpy_more.imag(self)
+
+    def conj(self):
+        return np.conjugate(self)
+
+    def conjugate(self):
+        return np.conjugate(self)
+
+    def trace(self, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+        return numpy_more.trace(self, offset, axis1, axis2, dtype, out)
+
+    def diagonal(self, offset=0, axis1=0, axis2=1):
+        return numpy_more.diagonal(self, offset, axis1, axis2)
 
     # ------------------------------------------------------------ NumPy protocols
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):

@@ -29,6 +29,7 @@ from .core import bind
 from .tracer import Tracer
 
 FUNCTIONS: dict = {}  # numpy function -> implementation
+COMPOSED_UFUNCS: dict = {}  # ufunc -> implementation, for ufuncs that are no registry op
 _UFUNC_OPS = {d.ufunc: name for name, d in REGISTRY.items() if d.ufunc is not None}
 _NO = object()
 
@@ -50,7 +51,7 @@ def supported_functions() -> list[str]:
 
 def supported_ufuncs() -> list[str]:
     return sorted({u.__name__ for u in _UFUNC_OPS if hasattr(np, u.__name__)} |
-                  {"matmul", "divmod"})
+                  {"matmul", "divmod"} | {u.__name__ for u in COMPOSED_UFUNCS})
 
 
 # ---------------------------------------------------------------- helpers
@@ -190,6 +191,8 @@ def apply_ufunc(ufunc, method, inputs, kwargs):
             raise _unsupported(name, f"(..., {', '.join(kwargs)}=...)")
         if ufunc is np.divmod:
             return tuple(_strong(bind(op, *inputs)) for op in ("floor_divide", "remainder"))
+        if ufunc in COMPOSED_UFUNCS and dtype is None:
+            return COMPOSED_UFUNCS[ufunc](*inputs)
         if dtype is not None:
             inputs = [_cast_same_kind(x, np.dtype(dtype), name) for x in inputs]
         return _scalar_result(_strong(_elementwise(ufunc, inputs)))

@@ -30,6 +30,8 @@ _FMAX = f"({{1}} if {{0}} != {{0}} else ({{0}} if ({{0}} > {{1}} or {{1}} != {{1
 _FMIN = f"({{1}} if {{0}} != {{0}} else ({{0}} if ({{0}} < {{1}} or {{1}} != {{1}}) else " \
     f"({{1}} if {{0}} > {{1}} else {_TIE})))"
 _CLIP = _MIN.format(_MAX, "{2}")
+_DEGREES = "({0} * ({T}(180.0) / {T}(np.pi)))"
+_RADIANS = "({0} * ({T}(np.pi) / {T}(180.0)))"
 
 # Python's operators compute the same for every Numba dtype (bool arithmetic included: the
 # emitter's cast turns True + True back into True, as NumPy's bool add does).
@@ -41,16 +43,36 @@ _ANY = {
     "less_equal": "({0} <= {1})", "greater": "({0} > {1})", "greater_equal": "({0} >= {1})",
     "logical_and": "(({0} != 0) & ({1} != 0))", "logical_or": "(({0} != 0) | ({1} != 0))",
     "logical_xor": "(({0} != 0) ^ ({1} != 0))", "logical_not": "({0} == 0)",
-    "where": "({1} if {0} else {2})",
+    "where": "({1} if {0} else {2})", "conjugate": "({0})",
+    # the exponent is clamped (any beyond +-4000 over- or underflows alike): Numba passes
+    # it to C's ldexp as an int, truncating int64s
+    "ldexp": "np.ldexp({0}, max(-4000, min(4000, {1})))",
 }
 _INT = {
     "floor_divide": "({0} // {1})", "remainder": "({0} % {1})",
     "bitwise_and": "({0} & {1})", "bitwise_or": "({0} | {1})", "bitwise_xor": "({0} ^ {1})",
     "invert": "(~{0})", "isnan": "False", "isinf": "False", "isfinite": "True",
     "clip": _CLIP,
+    "sign": "(1 if {0} > 0 else (-1 if {0} < 0 else 0))",
+    "floor": "({0})", "ceil": "({0})", "trunc": "({0})",
+    # Python's % floors; C's fmod truncates: move a remainder of the wrong sign back.
+    # x - x is a zero of the operands' own type (a literal 0 would make uint64 float64).
+    "fmod": "(({0} % {1}) - {1} if (({0} % {1}) != 0 and (({0} % {1}) < 0) != ({0} < 0)) "
+            "else ({0} % {1}))",
+    # NumPy's shifts by the width or more (or by a negative amount) give 0 (left) or the
+    # sign (right); LLVM's would be undefined. Numba computes small ints in int64.
+    "left_shift": "(({0} << {1}) if (0 <= {1} and {1} < {B}) else ({0} ^ {0}))",
+    "right_shift": "(({0} >> {1}) if (0 <= {1} and {1} < {B}) else "
+                   "(({0} >> {T}({B} - 1)) >> {T}(1)))",
+    "gcd": "np.gcd({0}, {1})",
+    # as NumPy: |a| // gcd * |b|, wrapping (Numba's own np.lcm differs on overflow)
+    "lcm": "(({0} - {0}) if ({0} == 0 or {1} == 0) else (abs({0}) // np.gcd({0}, {1})) "
+           "* abs({1}))",
 }
 _BOOL = {"bitwise_and": "({0} & {1})", "bitwise_or": "({0} | {1})",
-         "bitwise_xor": "({0} ^ {1})", "invert": "(not {0})"}
+         "bitwise_xor": "({0} ^ {1})", "invert": "(not {0})", "clip": _CLIP,
+         "floor": "({0})", "ceil": "({0})", "trunc": "({0})",
+         "isnan": "False", "isinf": "False", "isfinite": "True"}
 _FLOAT = {
     "true_divide": "({0} / {1})", "floor_divide": "({0} // {1})", "remainder": "({0} % {1})",
     "power": "({0} ** {1})", "reciprocal": "(1 / {0})",
@@ -59,6 +81,16 @@ _FLOAT = {
     "isfinite": "(abs({0}) < np.inf)", "clip": _CLIP,
     "arctan2": "np.arctan2({0}, {1})", "hypot": "np.hypot({0}, {1})",
     "logaddexp": "np.logaddexp({0}, {1})", "logaddexp2": "np.logaddexp2({0}, {1})",
+    "fabs": "abs({0})", "signbit": "np.signbit({0})", "copysign": "np.copysign({0}, {1})",
+    "fmod": "np.fmod({0}, {1})", "nextafter": "np.nextafter({0}, {1})",
+    # NumPy's constants: 180 / pi computed in the loop dtype (float32's differs from the
+    # float64 quotient rounded to float32)
+    "degrees": _DEGREES, "rad2deg": _DEGREES, "radians": _RADIANS, "deg2rad": _RADIANS,
+    "heaviside": "(np.nan if {0} != {0} else ({1} if {0} == 0 else (0.0 if {0} < 0 else 1.0)))",
+    # NumPy: NaN for NaN and infinities, else the step away from zero (up from -0.0,
+    # where Numba's np.spacing steps down)
+    "spacing": "(({0} - {0}) if ({0} != {0} or abs({0}) == np.inf) else "
+               "(np.nextafter({0}, {T}(-np.inf) if {0} < 0 else {T}(np.inf)) - {0}))",
 }
 for _name in ("sqrt cbrt sin cos tan arcsin arccos arcsinh arccosh arctanh "
               "floor ceil trunc rint").split():
@@ -71,6 +103,7 @@ for _name in ("sqrt cbrt sin cos tan arcsin arccos arcsinh arccosh arctanh "
 MATH = {op: op for op in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh",
                           "sinh", "cosh", "arctan")}
 MATH["power"] = "pow"
+MATH["float_power"] = "pow"
 
 # A reduction's fold (keyed by its monoid's combining op) where it is simpler than the
 # combining op's template: the emitter wraps the fold in the output dtype's constructor,
@@ -96,6 +129,10 @@ class NumbaLanguage(Language):
 
     def dtype_name(self, dtype: np.dtype) -> str:
         return "np.bool_" if dtype.kind == "b" else f"np.{dtype.name}"
+
+    def specialize(self, text: str, dtype: np.dtype) -> str:
+        """``{T}``: the loop dtype's constructor; ``{B}``: its width in bits."""
+        return text.format("{0}", "{1}", "{2}", T=self.dtype_name(dtype), B=8 * dtype.itemsize)
 
     def math_function(self, op: str, dtype: np.dtype) -> str:
         """``exp_f32`` for float32, ``exp_f64`` for float64 (see ``cpu/math.py``)."""

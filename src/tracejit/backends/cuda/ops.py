@@ -134,6 +134,43 @@ template <typename T> __device__ __forceinline__ T tj_logaddexp2(T x, T y) {
   return d;  // NaN
 }
 
+// np.heaviside: NaN for NaN, h0 at zero (either sign), else 0 or 1.
+template <typename T> __device__ __forceinline__ T tj_heaviside(T x, T h0) {
+  if (x != x) return x;
+  if (x == (T)0) return h0;
+  return x < (T)0 ? (T)0 : (T)1;
+}
+// np.spacing: NaN for NaN and infinities, else the step away from zero (up from -0.0).
+template <typename T> __device__ __forceinline__ T tj_spacing(T x) {
+  if (x != x || isinf(x)) return x - x;
+  const T inf = (T)TJ_INFINITY;
+  return nextafter(x, x < (T)0 ? -inf : inf) - x;
+}
+// np.ldexp with an int64 exponent: any beyond +-100000 over- or underflows alike.
+__device__ __forceinline__ float tj_ldexp(float x, long long n) {
+  return ldexpf(x, (int)(n > 100000LL ? 100000LL : (n < -100000LL ? -100000LL : n)));
+}
+__device__ __forceinline__ double tj_ldexp(double x, long long n) {
+  return ldexp(x, (int)(n > 100000LL ? 100000LL : (n < -100000LL ? -100000LL : n)));
+}
+// Integer np.fmod truncates as C's %; by 0 it gives 0 (NumPy warns), MIN by -1 gives 0.
+template <typename T> __device__ __forceinline__ T tj_fmod_int(T a, T b) {
+  return (b == 0 || b == -1) ? (T)0 : a % b;
+}
+// np.gcd / np.lcm as npy_gcd / npy_lcm: Euclid on the magnitudes in unsigned arithmetic
+// (|MIN| wraps to 2**(bits-1)), the lcm as |a| / gcd * |b| wrapping.
+template <typename U, typename T> __device__ __forceinline__ U tj_uabs(T a) {
+  return a < 0 ? (U)0 - (U)a : (U)a;
+}
+template <typename U> __device__ __forceinline__ U tj_gcd_u(U a, U b) {
+  while (a != 0) { U c = a; a = b % a; b = c; }
+  return b;
+}
+template <typename U> __device__ __forceinline__ U tj_lcm_u(U a, U b) {
+  U g = tj_gcd_u(a, b);
+  return g == 0 ? (U)0 : a / g * b;
+}
+
 // Warp shuffles (bool travels as int).
 template <typename T> __device__ __forceinline__ T tj_shfl_down(T v, int offset) {
   return __shfl_down_sync(0xffffffffu, v, offset);
@@ -158,7 +195,8 @@ _ANY = {
     "less_equal": "({0} <= {1})", "greater": "({0} > {1})", "greater_equal": "({0} >= {1})",
     "logical_and": "(({0} != 0) && ({1} != 0))", "logical_or": "(({0} != 0) || ({1} != 0))",
     "logical_xor": "(({0} != 0) != ({1} != 0))", "logical_not": "({0} == 0)",
-    "where": "({0} ? {1} : {2})", "clip": _CLIP,
+    "where": "({0} ? {1} : {2})", "clip": _CLIP, "conjugate": "({0})",
+    "ldexp": "tj_ldexp({0}, (long long){1})",
 }
 # bool arithmetic is logic: + is or, * is and.
 _BOOL = {
@@ -183,7 +221,13 @@ _INT = {
     "right_shift": "tj_right_shift({0}, {1})",
     "floor": "({0})", "ceil": "({0})", "trunc": "({0})",
     "isnan": "false", "isinf": "false", "isfinite": "true",
+    "fmod": "tj_fmod_int({0}, {1})",
+    "gcd": "(({T})tj_gcd_u(tj_uabs<{U}>({0}), tj_uabs<{U}>({1})))",
+    "lcm": "(({T})tj_lcm_u(tj_uabs<{U}>({0}), tj_uabs<{U}>({1})))",
 }
+# NumPy's angle constants: 180 / pi computed in the loop dtype
+_DEGREES = "({0} * (({T})180 / ({T})3.141592653589793))"
+_RADIANS = "({0} * (({T})3.141592653589793 / ({T})180))"
 _FLOAT = {
     "add": "({0} + {1})", "subtract": "({0} - {1})", "multiply": "({0} * {1})",
     "true_divide": "({0} / {1})", "negative": "(-{0})", "positive": "(+{0})",
@@ -193,6 +237,9 @@ _FLOAT = {
     "fmax": "tj_fmax({0}, {1})", "fmin": "tj_fmin({0}, {1})",
     "logaddexp": "tj_logaddexp({0}, {1})", "logaddexp2": "tj_logaddexp2({0}, {1})",
     "isnan": "isnan({0})", "isinf": "isinf({0})", "isfinite": "isfinite({0})",
+    "signbit": "signbit({0})", "heaviside": "tj_heaviside({0}, {1})",
+    "spacing": "tj_spacing({0})",
+    "degrees": _DEGREES, "rad2deg": _DEGREES, "radians": _RADIANS, "deg2rad": _RADIANS,
 }
 # NumPy name -> CUDA math library name (the float32 version adds an "f").
 MATH = {
@@ -202,6 +249,8 @@ MATH = {
     "arctan": "atan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh", "arcsinh": "asinh",
     "arccosh": "acosh", "arctanh": "atanh", "floor": "floor", "ceil": "ceil",
     "trunc": "trunc", "rint": "rint", "arctan2": "atan2", "hypot": "hypot", "power": "pow",
+    "fabs": "fabs", "copysign": "copysign", "fmod": "fmod", "nextafter": "nextafter",
+    "float_power": "pow",
 }
 
 
