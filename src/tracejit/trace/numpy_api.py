@@ -45,8 +45,10 @@ def implements(*funcs):
 
 
 def supported_functions() -> list[str]:
-    """Names of the NumPy functions (beyond ufuncs) a traced function may call."""
-    return sorted({f.__name__ for f in FUNCTIONS})
+    """Names of the NumPy functions (beyond ufuncs) a traced function may call, as the user
+    spells them after ``np.`` (``linalg.det`` for a function only ``np.linalg`` has)."""
+    return sorted({f.__name__ if getattr(np, f.__name__, None) is f else
+                   f"{f.__module__.removeprefix('numpy.')}.{f.__name__}" for f in FUNCTIONS})
 
 
 def supported_ufuncs() -> list[str]:
