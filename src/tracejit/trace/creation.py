@@ -18,6 +18,8 @@ replaced through :mod:`.intercept` while a trace runs, for calls from the user's
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedOperation
@@ -135,8 +137,18 @@ def _constant(value: np.ndarray) -> Tracer:
     return out
 
 
+def _dims(shape):
+    """``shape`` with traced dimensions asked for their value (ConcretizationError, or the
+    value if it is known): NumPy itself reports any Tracer as not an integer."""
+    if isinstance(shape, Tracer):
+        return operator.index(shape)
+    if type(shape) is list or type(shape) is tuple:
+        return tuple(operator.index(d) if isinstance(d, Tracer) else d for d in shape)
+    return shape
+
+
 def _filled(shape, dtype, order, value):
-    proto = np.empty(shape, dtype=dtype, order=order)  # NumPy's checks; touches no memory
+    proto = np.empty(_dims(shape), dtype=dtype, order=order)  # NumPy's checks; no memory
     if proto.dtype.kind not in "biufc":  # strings, objects: jit does not trace them
         return np.full(proto.shape, value, dtype=proto.dtype)
     return bind("full", shape=proto.shape, dtype=proto.dtype, value=value)
@@ -172,7 +184,7 @@ def full(original, shape, fill_value, dtype=None, order="C", **kwargs):
     if _has_tracer(fill_value):  # a traced fill: broadcast into new memory
         fill = traced_array(fill_value, copy=None)
         dtype = fill.dtype if dtype is None else np.dtype(dtype)
-        shape = np.empty(shape, dtype=dtype).shape
+        shape = np.empty(_dims(shape), dtype=dtype).shape
         return npa.broadcast_to(npa.astype(fill, dtype), shape).copy()
     if np.ndim(fill_value):
         return _constant(original(shape, fill_value, dtype, order))
