@@ -274,3 +274,14 @@ def test_r_and_c_are_numpys_own_outside_traces():
     tj.jit(lambda x: np.r_[x, x])(X)
     assert np.r_ is r and np.c_ is c
     assert type(r).__name__ == "RClass"
+
+
+def test_gradient_flows_through_np_array_and_filled_buffers(backend):
+    def loss(t):
+        rot = np.array([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]])
+        out = rot @ np.array([1.0, 2.0]) + np.full(2, t)
+        return (out**2).sum()
+
+    t, h = 0.3, 1e-6
+    want = (loss(t + h) - loss(t - h)) / (2 * h)
+    np.testing.assert_allclose(tj.grad(loss, backend=backend)(t), want, rtol=1e-6)

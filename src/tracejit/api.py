@@ -1,7 +1,10 @@
 """``jit``: trace once per signature, run the compiled graph from a cache afterwards.
 
 The signature (cache key) is the pytree structure of the dynamic arguments, each leaf's
-(shape, dtype, weak flag), the static argument values and the backend. A cached call does
+(shape, dtype, weak flag), the static argument values and the backend. Leaves that are
+hashable non-arrays (a mode string, an enum) and Python ints the function turned out to
+need concretely (``range(n)``) are static values too, without ``static_argnums``
+(:mod:`.autostatic`). A cached call does
 little more than flatten the arguments, build that key and look it up.
 
 A new signature is traced, optimised, compiled and called once; that first call belongs
