@@ -103,11 +103,14 @@ def traced_array(obj, dtype=None, copy=True, ndmin: int = 0):
 
 
 @intercept.replaces(np, "array")
-def array(original, obj, dtype=None, *, copy=True, order="K", subok=False, ndmin=0,
-          like=None):
-    if like is not None or not _has_tracer(obj):
-        return original(obj, dtype, copy=copy, order=order, subok=subok, ndmin=ndmin,
-                        **({} if like is None else {"like": like}))
+def array(original, obj, *args, **kwargs):
+    if not _has_tracer(obj) or kwargs.get("like") is not None:
+        return original(obj, *args, **kwargs)  # what the user passed, as passed
+    return _traced_np_array(obj, *args, **kwargs)
+
+
+def _traced_np_array(obj, dtype=None, *, copy=True, order="K", subok=False, ndmin=0,
+                     like=None):
     return traced_array(obj, dtype, copy, ndmin)
 
 
