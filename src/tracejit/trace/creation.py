@@ -71,6 +71,19 @@ def _stand_in(obj):
     return obj
 
 
+def _scalar_stand_ins(obj, out: list) -> list:
+    """The leaves of ``obj`` as 0-d stand-ins of their dtypes (Python scalars as they
+    are): NumPy finds the same dtype for them as for ``obj``, without ``obj``'s size."""
+    if type(obj) is list or type(obj) is tuple:
+        for item in obj:
+            _scalar_stand_ins(item, out)
+    elif isinstance(obj, (Tracer, np.ndarray)) and obj.ndim:  # (weak ones are 0-d)
+        out.append(np.zeros((), obj.dtype))
+    else:
+        out.append(_stand_in(obj))
+    return out
+
+
 def _build(obj, dtype: np.dtype):
     """``obj`` as an array of ``dtype``: Tracers stacked where lists hold them."""
     if isinstance(obj, Tracer):
@@ -95,7 +108,7 @@ def traced_array(obj, dtype=None, copy=True, ndmin: int = 0):
                 raise ShapeError(str(e), hint="every row of a nested list must have the "
                                  "same length (and every array in it the same shape)") from None
         if dtype is None:  # NumPy's dtype for these leaves: ask NumPy
-            dtype = np.array(_stand_in(obj)).dtype
+            dtype = np.array(_scalar_stand_ins(obj, [])).dtype
         out = _build(obj, np.dtype(dtype))
     if out.ndim < ndmin:
         out = npa.reshape(out, (1,) * (ndmin - out.ndim) + out.shape)
