@@ -181,3 +181,25 @@ def test_grad_and_value_and_grad_with_a_concrete_int(backend):
 def test_lower_learns_too():
     lowered = tj.jit(_loop).lower(X, 3)
     assert lowered.signature == "x: f64[6]"
+
+
+class _Model:
+    def __init__(self, scale):
+        self.scale = scale
+
+    def __hash__(self):
+        return hash(self.scale)
+
+    def __eq__(self, other):
+        return isinstance(other, _Model) and other.scale == self.scale
+
+    @tj.jit
+    def first(self, x, n):
+        return x[:n] * self.scale
+
+
+def test_methods_learn_their_int_arguments():
+    m = _Model(2.0)
+    np.testing.assert_array_equal(m.first(X, 2), X[:2] * 2)
+    np.testing.assert_array_equal(m.first(X, n=3), X[:3] * 2)
+    assert _Model.first._concrete.paths == {"n"}
