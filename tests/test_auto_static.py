@@ -75,6 +75,9 @@ USES = {
     "reshape": (lambda x, n: x.reshape(n, -1), lambda x, n: x.reshape(n, -1)),
     "slice": (lambda x, n: x[:n], lambda x, n: x[:n]),
     "derived": (lambda x, n: x[: n + 1].sum(), lambda x, n: x[: n + 1].sum()),
+    "arange": (lambda x, n: np.arange(n) * x[0], lambda x, n: np.arange(n) * x[0]),
+    "eye": (lambda x, n: np.eye(n) * x[0], lambda x, n: np.eye(n) * x[0]),
+    "r_-slice": (lambda x, n: np.r_[0:n] + x[0], lambda x, n: np.r_[0:n] + x[0]),
     "if": (lambda x, n: x + 1 if n > 2 else x - 1, lambda x, n: x + 1 if n > 2 else x - 1),
 }
 
