@@ -150,6 +150,10 @@ CREATION_CASES = {
     "arange": lambda x: np.arange(3) + x,
     "arange-float-step": lambda x: np.arange(0.0, 1.5, 0.5) * x,
     "zeros_like": lambda x: np.zeros_like(x) + x,
+    # made from constants, they index as constants do (a mask is no traced mask)
+    "arange-mask": lambda x: x[np.arange(len(x)) % 2 == 0],
+    "arange-index": lambda x: x[np.arange(2)] + x[np.ones(1, int)[0]],
+    "eye-mask": lambda x: np.outer(x, x)[np.eye(3, dtype=bool)],
 }
 
 
