@@ -4,8 +4,8 @@ The signature (cache key) is the pytree structure of the dynamic arguments, each
 (shape, dtype, weak flag), the static argument values and the backend. Leaves that are
 hashable non-arrays (a mode string, an enum) and Python ints the function turned out to
 need concretely (``range(n)``) are static values too, without ``static_argnums``
-(:mod:`.autostatic`). A cached call does
-little more than flatten the arguments, build that key and look it up.
+(:mod:`.autostatic`). A cached call does little more than flatten the arguments, build
+that key and look it up.
 
 A new signature is traced, optimised, compiled and called once; that first call belongs
 to compiling because backends may compile lazily (Numba's kernels do). ``TRACEJIT_LOG=1``
