@@ -1,8 +1,11 @@
 """``jit``: trace once per signature, run the compiled graph from a cache afterwards.
 
 The signature (cache key) is the pytree structure of the dynamic arguments, each leaf's
-(shape, dtype, weak flag), the static argument values and the backend. A cached call does
-little more than flatten the arguments, build that key and look it up.
+(shape, dtype, weak flag), the static argument values and the backend. Leaves that are
+hashable non-arrays (a mode string, an enum) and Python ints the function turned out to
+need concretely (``range(n)``) are static values too, without ``static_argnums``
+(:mod:`.autostatic`). A cached call does little more than flatten the arguments, build
+that key and look it up.
 
 A new signature is traced, optimised, compiled and called once; that first call belongs
 to compiling because backends may compile lazily (Numba's kernels do). ``TRACEJIT_LOG=1``
@@ -21,8 +24,10 @@ import functools
 import inspect
 import itertools
 import os
+import sys
 import threading
 import time
+import warnings
 from collections import namedtuple
 from concurrent import futures
 from concurrent.futures import Future
@@ -31,10 +36,17 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import profiler, targets
+from .autostatic import MANY_VALUES, ConcreteInts, Static, static_leaf
 from .backends import Runner, get_backend
 from .check import compile_checked, internal_error, resolve_mode
 from .config import compile_mode, config
-from .errors import InvalidArgument, IRError, TracejitError
+from .errors import (
+    ConcretizationError,
+    InvalidArgument,
+    IRError,
+    RetraceWarning,
+    TracejitError,
+)
 from .ir import Graph, TensorType, verify
 from .ir.random_ops import GENERATOR
 from .ir.types import WEAK_DEFAULT
@@ -69,7 +81,9 @@ class CallSignature(NamedTuple):
     nargs: int  # positional arguments, static ones included
     bound: bool  # called as a method: ``self`` is the first, static, argument
     tree: Any  # pytree structure of (dynamic positional arguments, dynamic keywords)
-    leaves: tuple  # per leaf: (shape, dtype, weak, device: a GPU array's, else None)
+    # per leaf: (shape, dtype, weak, device: a GPU array's, else None), or a Static: a
+    # hashable non-array, or a Python int the function needs concretely, keyed by value
+    leaves: tuple
     statics: tuple  # the static positional arguments' values, in order
     static_kw: tuple  # sorted (name, value) pairs of the static keyword arguments
     device: targets.Device | None  # the GPU the call runs on; None: the CPU
@@ -170,9 +184,11 @@ _GENERATOR = GENERATOR.dtype  # a random generator argument (see ir/random_ops.p
 def _leaf_key(leaf):
     """(shape, dtype, weak, device) of one argument leaf, the device None but for a GPU
     array, the class for a random generator (a graph input its draws read; the cache key
-    holds its class, not the object: each call passes its own); None for a Tracer or a
-    traced generator (a call inside a trace). InvalidArgument for what jit cannot
-    honour (an np.matrix, a masked array, an object array: ``trace.core.array_problem``)."""
+    holds its class, not the object: each call passes its own); a Static for a hashable
+    non-array (a str, an enum: passed by value); None for a Tracer or a traced generator
+    (a call inside a trace). InvalidArgument for what jit cannot honour (an np.matrix, a
+    masked array, an object array: ``trace.core.array_problem``; an unhashable object
+    that is no array)."""
     t = type(leaf)
     if t is np.ndarray and leaf.dtype.kind in "biufc":
         return (leaf.shape, leaf.dtype, False, None)
@@ -192,7 +208,10 @@ def _leaf_key(leaf):
     where = targets.device_of(leaf)
     if where is not None:  # a CuPy array: where it lives is part of the signature
         return (leaf.shape, leaf.dtype, False, where)
-    raise InvalidArgument(f"unsupported leaf type {t.__name__}")
+    static = static_leaf(leaf)
+    if static is None:
+        raise InvalidArgument(f"unsupported leaf type {t.__name__}")
+    return static
 
 
 def _bad_leaf(leaf, name: str, problem: InvalidArgument) -> InvalidArgument:
@@ -202,9 +221,10 @@ def _bad_leaf(leaf, name: str, problem: InvalidArgument) -> InvalidArgument:
         return InvalidArgument(f"argument {name} is {problem.message}; jit cannot honour "
                                "that", hint=problem.hint)
     return InvalidArgument(
-        f"argument {name} is a {type(leaf).__name__}, which jit cannot trace",
-        hint="pass NumPy arrays or scalars (or tuples/lists/dicts of them); mark other "
-        "arguments static with static_argnums/static_argnames",
+        f"argument {name} is a {type(leaf).__name__}, which jit can neither trace (it is "
+        "no array) nor pass by value (it is not hashable)",
+        hint="pass NumPy arrays or scalars, or tuples/lists/dicts of them; other arguments "
+        "must be hashable (a tuple instead of a list, a frozenset instead of a set)",
     )
 
 
@@ -244,6 +264,8 @@ class JitFunction:
                                                  if 0 <= i < len(positional)}
         self._fast_path_off = bool(self._static_nums or self._static_names)
         self._static_at: dict[tuple[int, bool], tuple[int, ...]] = {}  # _static_positions'
+        self._concrete = ConcreteInts()  # Python int arguments it needs concretely
+        self._names: dict[tuple, list[str]] = {}  # _leaf_names'
         self._cache: dict[CallSignature, _Entry] = {}
         # the same entries keyed by ((shape, dtype), ...) for calls with positional arrays
         # only, which __call__ looks up without building the general key
@@ -301,7 +323,9 @@ class JitFunction:
         else:  # nothing is static: nothing to split off
             static_pos, statics, static_kw, dyn_args, dyn_kw = (), (), (), args, kwargs
         leaves, tree = pytree.flatten((dyn_args, dyn_kw))
-        keys = []
+        concrete = self._concrete.paths
+        names = self._leaf_names(tree, len(args), bound) if concrete else ()
+        keys, dynamic = [], []
         for i, leaf in enumerate(leaves):
             try:
                 k = _leaf_key(leaf)
@@ -310,11 +334,53 @@ class JitFunction:
                 raise _bad_leaf(leaf, names[i], e) from None
             if k is None:
                 return None, leaves
-            if type(leaf) is not np.ndarray and isinstance(leaf, np.ndarray):
-                leaves[i] = leaf.view(np.ndarray)  # an accepted subclass (np.memmap)
+            if concrete and type(leaf) in (int, bool) and names[i] in concrete:
+                k = Static(type(leaf), leaf)
+            if type(k) is not Static:
+                if type(leaf) is not np.ndarray and isinstance(leaf, np.ndarray):
+                    leaf = leaf.view(np.ndarray)  # an accepted subclass (np.memmap)
+                dynamic.append(leaf)
             keys.append(k)
         return CallSignature(len(args), bound, tree, tuple(keys), statics, static_kw, device,
-                             strict), leaves
+                             strict), dynamic
+
+    def _leaf_names(self, tree, nargs: int, bound: bool) -> list[str]:
+        """The paths of all leaves of a call's dynamic arguments (memoised per tree)."""
+        names = self._names.get((tree, nargs, bound))
+        if names is None:
+            names = self._input_names(tree, self._static_positions(nargs, bound), nargs)
+            self._names[tree, nargs, bound] = names
+        return names
+
+    def _dynamic_names(self, sig: CallSignature) -> list[str]:
+        """The names of the traced inputs: the leaves that are not passed by value."""
+        return [n for n, k in zip(self._leaf_names(sig.tree, sig.nargs, sig.bound),
+                                  sig.leaves, strict=True) if type(k) is not Static]
+
+    def _learn(self, error: ConcretizationError, sig: CallSignature, leaves) -> bool:
+        """Whether ``error`` (from tracing ``sig``) needed Python int arguments that are
+        now known to be needed concretely, so that tracing again passes them by value."""
+        with self._lock:
+            new = self._concrete.learn(error, self._dynamic_names(sig), leaves)
+        for name in new:
+            _logger().info("%s uses its Python int argument %r concretely (a range, shape, "
+                           "index or `if`): it is static from now on, one compile per "
+                           "value", getattr(self._fn, "__name__", "f"), name)
+        return bool(new)
+
+    def _compiled_values(self, sig: CallSignature) -> None:
+        """Count the values compiled for automatically static ints; warn once for each
+        that has had many."""
+        names = self._leaf_names(sig.tree, sig.nargs, sig.bound)
+        for name in self._concrete.compiled(names, sig.leaves):
+            fn_name = getattr(self._fn, "__name__", "f")
+            warnings.warn(RetraceWarning(
+                f"{fn_name} has been traced and compiled for more than {MANY_VALUES} "
+                f"values of its argument {name!r}, a Python int it uses concretely (a "
+                "range, shape, index or `if`): each new value compiles again. A loop over "
+                "range(n) can be a loop construct that traces once for every n "
+                "(tracejit.lax.fori_loop, coming); if a few values are by design, say so "
+                "with static_argnums/static_argnames"), stacklevel=_user_stacklevel())
 
     def _lookup(self, sig: CallSignature) -> _Entry | None:
         try:
@@ -350,7 +416,14 @@ class JitFunction:
                 return self._fn(*as_arguments(args), **as_arguments(kwargs))
         entry = self._lookup(sig)
         if entry is None:
-            entry, outs = self._compile(sig, leaves)
+            try:
+                entry, outs = self._compile(sig, leaves)
+            except ConcretizationError as e:
+                if not self._learn(e, sig, leaves):
+                    raise
+                entry = None
+            if entry is None:  # a Python int argument is static now: trace again
+                return self._call(args, kwargs, bound)
         else:
             next(self._hits)
             outs = entry.run(*leaves) if not _PROFILES else _profiled_call(entry, leaves)
@@ -366,6 +439,8 @@ class JitFunction:
                 self._misses += 1
                 entry, times = self._build(sig, leaves)
                 self._cache[sig] = entry
+                if self._concrete.paths:
+                    self._compiled_values(sig)
             else:
                 next(self._hits)
                 times = None
@@ -400,13 +475,15 @@ class JitFunction:
         backend. A failure of tracejit's own passes or code generation becomes an
         InternalCompilerError (with a reproducer made of ``leaves``, the arguments)."""
         static_pos = self._static_positions(sig.nargs, sig.bound)
-        names = self._input_names(sig.tree, static_pos, sig.nargs)
-        types, where = _input_types(names, sig.leaves)
+        names = self._dynamic_names(sig)
+        types, where = _input_types(names, [k for k in sig.leaves if type(k) is not Static])
 
         def build_args(tracers):
-            tracers = [traced_generator(t, key[3]) if key[1] is _GENERATOR else t
-                       for t, key in zip(tracers, sig.leaves, strict=True)]
-            dyn_args, dyn_kw = pytree.unflatten(sig.tree, tracers)
+            given = iter(tracers)
+            leaves = [k.value if type(k) is Static else
+                      traced_generator(next(given), k[3]) if k[1] is _GENERATOR else next(given)
+                      for k in sig.leaves]
+            dyn_args, dyn_kw = pytree.unflatten(sig.tree, leaves)
             dyn = iter(dyn_args)
             st = iter(traced_static(v) for v in sig.statics)
             full = [next(st) if i in static_pos else next(dyn) for i in range(sig.nargs)]
@@ -475,7 +552,12 @@ class JitFunction:
         cached = self._lookup(sig)
         if cached:
             return cached.lowered
-        return self._build(sig, leaves)[0].lowered
+        try:
+            return self._build(sig, leaves)[0].lowered
+        except ConcretizationError as e:
+            if not self._learn(e, sig, leaves):
+                raise
+        return self.lower(*args, **kwargs)  # a Python int argument is static now
 
     def wait_compiled(self, timeout: float | None = None) -> bool:
         """Wait until every signature compiling in the background runs all its compiled
@@ -522,6 +604,14 @@ def _logger():
         log.addHandler(handler)
         log.setLevel(logging.DEBUG if level == "debug" else logging.INFO)
     return log
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` of a warning raised here that points at the user's call."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("tracejit."):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _ms(seconds: float) -> str:

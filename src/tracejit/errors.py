@@ -138,6 +138,11 @@ class DiskCacheWarning(UserWarning):
     """
 
 
+class RetraceWarning(UserWarning):
+    """A jitted function was traced and compiled for many values of a Python int argument
+    it needs concretely (made static automatically): each new value costs a compile."""
+
+
 class InPlaceArgumentError(UnsupportedOperation):
     """An in-place write (``x += ...``, ``x[i] = ...``) to an argument or a view of one,
     which NumPy would make visible to the caller and a jitted function cannot (yet)."""

@@ -6,13 +6,14 @@ import numpy as np
 
 from ..errors import InvalidArgument
 from ..ir import Graph, TensorType
-from . import array_methods, linalg, pytree, random  # noqa: F401  (linalg: numpy.linalg)
+from . import array_methods, creation, linalg, pytree, random  # noqa: F401  (registering)
 from .core import Trace, tracing
 from .tracer import Tracer
 
 array_methods.install()  # before any Tracer exists: NumPy's protocols, operators, methods
 
 __all__ = ["Tracer", "trace_function"]
+assert creation  # imported for its registrations (np.array, np.zeros, ... while tracing)
 
 
 def trace_function(fn, build_args, in_types: list[TensorType], in_names: list[str], name: str):

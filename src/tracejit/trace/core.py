@@ -13,7 +13,7 @@ from ..ir.registry import COMPARISONS, REGISTRY
 from ..ir.types import type_of_constant
 from ..locations import user_location
 from . import intercept
-from .tracer import Tracer
+from .tracer import Tracer, known_result
 
 _state = threading.local()
 
@@ -143,7 +143,11 @@ class Trace:
             _check_int_literals(opdef.ufunc, operands, inputs)
         base = operands[0] if op in VIEW_OPS and operands else None
         arg = base._arg if isinstance(base, Tracer) else None  # a view of an argument is one
-        return Tracer(self._emit(op, inputs, attrs, out_type), self, arg=arg)
+        out = Tracer(self._emit(op, inputs, attrs, out_type), self, arg=arg)
+        # np.zeros(3) made in the function, and what is computed from such arrays alone,
+        # keep their value for concrete uses (.tolist(), int(), if): see Tracer._const
+        out._const = known_result(op, opdef.impl, operands, attrs, out_type, base is not None)
+        return out
 
     def _emit(self, op, inputs, attrs, out_type) -> Value:
         node = Node(op, inputs, attrs, Value(out_type), user_location())

@@ -26,6 +26,8 @@ def _expand_key(key, shape):
     key = key if isinstance(key, tuple) else (key,)
     out = []
     for k in key:
+        if isinstance(k, Tracer) and k._const is not None and k._known() is not None:
+            k = k._known()  # made from constants in the function: np.arange(n) % 2 == 0
         if isinstance(k, Tracer) and k.dtype == np.bool_:
             raise ShapeError("indexing with a traced boolean mask", hint=_MASK_HINT)
         if isinstance(k, (bool, np.bool_)):

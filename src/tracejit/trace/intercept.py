@@ -65,6 +65,8 @@ def _from_user(frame) -> bool:
 
 
 def _wrapper(r: _Replacement, original: Callable) -> Callable:
+    if not callable(original):  # an indexing object: np.r_[...], np.c_[...]
+        return _Indexer(r.impl, original)
     impl = r.impl
 
     @functools.wraps(original)
@@ -75,6 +77,24 @@ def _wrapper(r: _Replacement, original: Callable) -> Callable:
 
     wrapper.__tracejit_original__ = original
     return wrapper
+
+
+class _Indexer:
+    """The stand-in for a module attribute used by indexing (``np.r_[a, b]``): ``impl(
+    original, key)`` for the tracing thread's user code, ``original[key]`` otherwise."""
+
+    def __init__(self, impl: Callable, original):
+        self._impl = impl
+        self.__tracejit_original__ = original
+
+    def __getitem__(self, key):
+        original = self.__tracejit_original__
+        if getattr(_local, "depth", 0) and _from_user(sys._getframe(1)):
+            return self._impl(original, key)
+        return original[key]
+
+    def __getattr__(self, name):
+        return getattr(self.__tracejit_original__, name)
 
 
 def begin() -> None:

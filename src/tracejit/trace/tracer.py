@@ -36,9 +36,14 @@ class Tracer:
     caller, which a jitted function cannot do yet, so such writes raise; on a value the
     function computed itself ``x += y`` rebinds, which no one can tell apart. The mark is
     on the Python object, not the IR value: an inner function gets its own marked objects
-    (:func:`as_arguments`) while its caller's stay free to rebind."""
+    (:func:`as_arguments`) while its caller's stay free to rebind.
 
-    __slots__ = ("_value", "_trace", "_scalar", "_arg")
+    ``_const`` is a :class:`Known` when the array's value is known while tracing (made in
+    the function from constants only: ``np.zeros(3)``, ``np.ones(2)[0]``), else None.
+    The concretizing methods (``bool``, ``float``, ``int``, ``__index__``, ``__array__``,
+    ``item``, ``tolist``) answer with it as NumPy would; everything else traces as usual."""
+
+    __slots__ = ("_value", "_trace", "_scalar", "_arg", "_const")
     __array_priority__ = 1000
     __hash__ = None  # like ndarray
 
@@ -47,6 +52,7 @@ class Tracer:
         self._trace = trace
         self._scalar = scalar
         self._arg = arg
+        self._const: Known | None = None
 
     # ------------------------------------------------------------ static properties
     @property
@@ -82,50 +88,74 @@ class Tracer:
 
     def __len__(self) -> int:
         if self.ndim == 0:
-            raise ConcretizationError("len() of unsized object (a 0-d traced value)",
-                                      hint=_CONTROL_FLOW_HINT)
+            raise _concretization_error(self, "len() of unsized object (a 0-d traced value)",
+                                        _CONTROL_FLOW_HINT)
         return self.shape[0]
 
     def __iter__(self):
         if self.ndim == 0:
-            raise ConcretizationError("iteration over a 0-d traced value", hint=_CONTROL_FLOW_HINT)
+            raise _concretization_error(self, "iteration over a 0-d traced value",
+                                        _CONTROL_FLOW_HINT)
         return (self[i] for i in range(self.shape[0]))
 
     # ------------------------------------------------------------ concretization
+    def _known(self) -> np.ndarray | None:
+        const = self._const
+        return None if const is None else const.value()
+
+    def _forget_const(self) -> None:
+        """Called before an in-place write to this array (``x[i] = v``, ``x += v``): its
+        known value, and that of every view of the same memory, no longer holds."""
+        if self._const is not None:
+            self._const.memory.written = True
+            self._const = None
+
     def _concrete(self, what: str):
-        raise ConcretizationError(
-            f"{what} needs the concrete value of a traced array {self.aval}",
-            hint=_CONTROL_FLOW_HINT,
-        )
+        raise _concretization_error(
+            self, f"{what} needs the concrete value of a traced array {self.aval}",
+            _CONTROL_FLOW_HINT)
 
     def __bool__(self):
-        self._concrete("bool() (an `if`, `while`, `and`/`or` or `assert` on an array)")
+        known = self._known()
+        if known is None:
+            self._concrete("bool() (an `if`, `while`, `and`/`or` or `assert` on an array)")
+        return bool(known)
 
     def __float__(self):
-        self._concrete("float()")
+        known = self._known()
+        return self._concrete("float()") if known is None else float(known)
 
     def __int__(self):
-        self._concrete("int()")
+        known = self._known()
+        return self._concrete("int()") if known is None else int(known)
 
     def __complex__(self):
-        self._concrete("complex()")
+        known = self._known()
+        return self._concrete("complex()") if known is None else complex(known)
 
     def __index__(self):
-        self._concrete("using an array as a Python integer (index, range bound, shape)")
+        known = self._known()
+        if known is None:
+            self._concrete("using an array as a Python integer (index, range bound, shape)")
+        return known.__index__()
 
     def __array__(self, dtype=None, copy=None):
-        raise ConcretizationError(
-            f"np.asarray/np.array of a traced array {self.aval} needs its concrete value",
-            hint="keep using NumPy functions on the value; build arrays from traced values "
-            "with np.stack/np.concatenate; index a NumPy constant with a traced index as "
-            "np.take(const, i, axis=0); or make the argument static (static_argnums)",
-        )
+        known = self._known()
+        if known is not None:  # a copy: the caller may write to it, the known value stays
+            return np.array(known, dtype=dtype, copy=True)
+        raise _concretization_error(
+            self, f"np.asarray/np.array of a traced array {self.aval} needs its concrete "
+            "value", "keep using NumPy functions on the value; build arrays from traced "
+            "values with np.stack/np.concatenate; index a NumPy constant with a traced index "
+            "as np.take(const, i, axis=0); or make the argument static (static_argnums)")
 
     def item(self, *args):
-        self._concrete(".item()")
+        known = self._known()
+        return self._concrete(".item()") if known is None else known.item(*args)
 
     def tolist(self):
-        self._concrete(".tolist()")
+        known = self._known()
+        return self._concrete(".tolist()") if known is None else known.tolist()
 
     def __setitem__(self, key, value):
         if self._arg:
@@ -143,12 +173,87 @@ class Tracer:
     def copy(self, order="C"):
         """The same value in a new object that is no argument: ``x = x.copy(); x += 1``
         is fine, as in NumPy."""
-        return Tracer(self._value, self._trace, self._scalar)
+        out = Tracer(self._value, self._trace, self._scalar)
+        if self._const is not None and not self._const.memory.written:  # new memory:
+            out._const = Known(self._const.computed, Memory())
+        return out
 
     def __getattr__(self, name):
         if name.startswith("__") or not hasattr(np.ndarray, name):
             raise AttributeError(f"traced arrays have no attribute {name!r}")
         raise UnsupportedOperation(f"ndarray.{name} is not supported on traced arrays")
+
+
+def _concretization_error(tracer: Tracer, message: str, hint: str) -> ConcretizationError:
+    """The error for needing ``tracer``'s value; ``error.tracer`` is it, so that ``jit``
+    can tell which arguments the value came from (and make Python ints among them static)."""
+    error = ConcretizationError(message, hint=hint)
+    error.tracer = tracer
+    return error
+
+
+class Memory:
+    """The memory an array and its views share, as far as known values go: ``written``
+    once any of them was written in place (:meth:`Tracer._forget_const`)."""
+
+    __slots__ = ("written",)
+
+    def __init__(self):
+        self.written = False
+
+
+class Known:
+    """The concrete value of a traced array, computed when first asked for (``make()``, a
+    NumPy array): most known arrays are never concretized. ``memory`` is shared with the
+    views of the same array; once it is written, the value no longer holds."""
+
+    __slots__ = ("_make", "_value", "memory")
+
+    def __init__(self, make, memory: Memory):
+        self._make = make
+        self._value = None
+        self.memory = memory
+
+    def value(self) -> np.ndarray | None:
+        """The value, or None if it no longer holds or cannot be computed."""
+        return None if self.memory.written else self.computed()
+
+    def computed(self) -> np.ndarray | None:
+        """The value the array had when it was made (what arrays computed from it before
+        a write saw), or None if it cannot be computed."""
+        if self._value is None and self._make is not None:
+            make, self._make = self._make, None
+            try:
+                self._value = make()
+            except Exception:
+                self._value = None
+        return self._value
+
+
+def known_result(op: str, impl, operands, attrs: dict, out, view: bool) -> Known | None:
+    """The Known value of ``op(*operands)`` if every operand is a literal or a Tracer with
+    a known value that still holds, else None. ``view``: the result shares the first
+    operand's memory (a reshape or slice of it), so a write to either forgets both."""
+    consts = []
+    for x in operands:
+        if isinstance(x, Tracer):
+            if x._const is None or x._const.memory.written:
+                return None
+            consts.append(x._const)
+        else:
+            consts.append(x)
+    memory = consts[0].memory if view and isinstance(consts[0], Known) else Memory()
+
+    def make():
+        args = [c.computed() if isinstance(c, Known) else c for c in consts]
+        if any(a is None for a in args):
+            return None
+        value = np.asarray(impl(*args, **attrs))
+        if value.shape != out.shape or value.dtype != out.dtype:
+            value = np.asarray(value, out.dtype).reshape(out.shape)
+        return value
+
+    return Known(make, memory)
 
 
 def _inplace_error(target: Tracer, what: str, hint: str | None = None) -> InPlaceArgumentError:
