@@ -54,3 +54,19 @@ def test_calls_from_user_code_in_the_tracing_thread_only():
     f(np.ones(2))
     worker.join()
     assert seen == {"other": ("original", 3), "user": ("traced", ("original", 4))}
+
+
+def test_c_code_that_looks_numpy_up_gets_numpys_own():
+    """Generator.standard_normal is Cython that calls np.empty through the numpy module
+    while the user's line calls standard_normal: it must get a real ndarray (a Tracer
+    there crashed the process)."""
+
+    @tj.jit
+    def f(x):
+        buffer = np.zeros(3)  # the user's own call: a traceable buffer
+        assert not isinstance(buffer, np.ndarray)
+        noise = np.random.default_rng(5).standard_normal(3)
+        assert type(noise) is np.ndarray
+        return x + noise + buffer
+
+    assert np.array_equal(f(np.zeros(3)), np.random.default_rng(5).standard_normal(3))

@@ -5,8 +5,11 @@ protocols: NumPy builds the array itself (asking each element for a concrete val
 computes without any array argument. So while a trace is active, the module attributes
 registered here (``numpy.array``, ``numpy.random.rand``, ...) are replaced by wrappers
 that hand calls made from the user's code in the tracing thread to tracejit's
-implementation, and everything else (other threads, NumPy's and tracejit's own code) to
-the original.
+implementation, and everything else (other threads, NumPy's and tracejit's own code, C
+extensions such as NumPy's random generators that look ``np.empty`` up while the user's
+line calls something else) to the original. A call counts as the user's when the call
+expression on the user's line names the function (``np.zeros(n)``, ``np.random.rand()``);
+``z = np.zeros; z(n)`` calls NumPy's own.
 
 The replacements are installed when the first trace in the process starts and removed
 when the last one ends, so outside a trace NumPy's functions are NumPy's own objects and
@@ -16,6 +19,7 @@ keeps the original; its calls are not intercepted.
 
 from __future__ import annotations
 
+import dis
 import functools
 import sys
 import threading
@@ -64,15 +68,58 @@ def _from_user(frame) -> bool:
     return not (module + ".").startswith(_LIBRARIES)
 
 
+def _calls(frame, name: str) -> bool:
+    """Whether ``frame`` is calling ``name`` itself (``np.zeros(n)``), rather than calling
+    something else that reached the wrapper from C: ``rng.standard_normal(3)`` runs Cython
+    code that calls ``np.empty`` through the numpy module, which no Python frame shows,
+    and it must get a real ndarray. Decided from the call's source position once per
+    call site."""
+    site = (frame.f_code, frame.f_lasti)
+    callee = _CALLEES.get(site)
+    if callee is None:
+        callee = _CALLEES[site] = _callee(*site)
+    return callee == name
+
+
+_CALLEES: dict = {}
+
+
+def _callee(code, offset: int) -> str:
+    """The name the call at ``offset`` loads its callable by: the last name or attribute
+    loaded, before the call, whose source span starts where the call's does and ends
+    before it (``zeros`` in ``np.zeros(x.shape)``); "" when none is (a call of a call)."""
+    instructions = list(dis.get_instructions(code))
+    # f_lasti may point into the call's inline cache entries: the call is the last
+    # instruction starting at or before it.
+    call = next((i for i in reversed(instructions) if i.offset <= offset), None)
+    offset = call.offset if call is not None else offset
+    if call is None or call.positions is None or call.positions.lineno is None:
+        return ""
+    start = (call.positions.lineno, call.positions.col_offset)
+    end = (call.positions.end_lineno, call.positions.end_col_offset)
+    best, best_end = "", None
+    for i in instructions:
+        p = i.positions
+        if i.offset >= offset or not i.opname.startswith("LOAD_") or p is None \
+                or (p.lineno, p.col_offset) != start:
+            continue
+        span_end = (p.end_lineno, p.end_col_offset)
+        if span_end < end and (best_end is None or span_end > best_end):
+            best, best_end = str(i.argval), span_end
+    return best
+
+
 def _wrapper(r: _Replacement, original: Callable) -> Callable:
     if not callable(original):  # an indexing object: np.r_[...], np.c_[...]
         return _Indexer(r.impl, original)
-    impl = r.impl
+    impl, name = r.impl, r.name
 
     @functools.wraps(original)
     def wrapper(*args, **kwargs):
-        if getattr(_local, "depth", 0) and _from_user(sys._getframe(1)):
-            return impl(original, *args, **kwargs)
+        if getattr(_local, "depth", 0):
+            frame = sys._getframe(1)
+            if _from_user(frame) and _calls(frame, name):
+                return impl(original, *args, **kwargs)
         return original(*args, **kwargs)
 
     wrapper.__tracejit_original__ = original
