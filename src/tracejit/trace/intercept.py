@@ -93,8 +93,8 @@ def _callee(code, offset: int) -> str:
     # instruction starting at or before it.
     call = next((i for i in reversed(instructions) if i.offset <= offset), None)
     offset = call.offset if call is not None else offset
-    if call is None or call.positions is None or call.positions.lineno is None:
-        return ""
+    if getattr(call, "positions", None) is None or call.positions.lineno is None:
+        return ""  # no source positions (Python 3.10): NumPy's own function
     start = (call.positions.lineno, call.positions.col_offset)
     end = (call.positions.end_lineno, call.positions.end_col_offset)
     best, best_end = "", None
