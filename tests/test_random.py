@@ -476,3 +476,28 @@ def test_every_distribution_scalar_and_sized(name, params, cls):
     got = twice(tj.jit(f, backend="reference"), X, cls(12))
     for g, w in zip(got, want, strict=True):
         same(g, w)
+
+
+def test_a_draw_used_as_an_index_is_not_computed_while_tracing():
+    """Regression (corpus bootstrap_ci): indexing with a draw asked for its known value,
+    which drew from the global RandomState while tracing (FrozenRandomState)."""
+    def f(x):
+        np.random.seed(0)
+        return x[np.random.randint(0, 10, size=(5, 10))].mean(axis=1)
+
+    x = np.arange(10.0)
+    want = f(x)
+    got = tj.jit(f, backend="reference")(x)
+    assert np.array_equal(got, want)
+
+
+def test_default_rng_of_an_int_argument_makes_it_static():
+    """Regression (corpus dropout): default_rng(seed) of a traced Python int raised
+    SeedSequence's TypeError instead of making the argument static."""
+    def dropout(x, p, seed):
+        return x * (np.random.default_rng(seed).random(x.shape) >= p) / (1 - p)
+
+    x = np.ones(6)
+    f = tj.jit(dropout, backend="reference")
+    for seed in (3, 4):
+        assert np.array_equal(f(x, 0.5, seed), dropout(x, 0.5, seed))

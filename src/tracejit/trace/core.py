@@ -145,8 +145,12 @@ class Trace:
         arg = base._arg if isinstance(base, Tracer) else None  # a view of an argument is one
         out = Tracer(self._emit(op, inputs, attrs, out_type), self, arg=arg)
         # np.zeros(3) made in the function, and what is computed from such arrays alone,
-        # keep their value for concrete uses (.tolist(), int(), if): see Tracer._const
-        out._const = known_result(op, opdef.impl, operands, attrs, out_type, base is not None)
+        # keep their value for concrete uses (.tolist(), int(), if): see Tracer._const. A
+        # random draw is never known: its value is the next call's, and computing it now
+        # would advance the generator while tracing.
+        if not opdef.effect:
+            out._const = known_result(op, opdef.impl, operands, attrs, out_type,
+                                      base is not None)
         return out
 
     def _emit(self, op, inputs, attrs, out_type) -> Value:

@@ -330,6 +330,8 @@ def _default_rng(original, seed=None):
         return seed
     if seed is None:  # fresh entropy on every call: a generator the function owns
         return TracedGenerator(Owned(original()), np.random.Generator)
+    if isinstance(seed, Tracer):  # its value, or a ConcretizationError naming it (which
+        seed = np.asarray(seed)   # makes a Python int argument static: jit's autostatic)
     return original(seed)
 
 
