@@ -34,7 +34,7 @@ from . import profiler, targets
 from .backends import Runner, get_backend
 from .check import compile_checked, internal_error, resolve_mode
 from .config import compile_mode, config
-from .errors import InvalidArgument, IRError, TracejitError
+from .errors import InvalidArgument, IRError, ReadOnlyDestination, TracejitError
 from .ir import Graph, TensorType, verify
 from .ir.types import WEAK_DEFAULT
 from .passes import run_pipeline
@@ -42,7 +42,6 @@ from .passes.placement import place
 from .profiler import ACTIVE as _PROFILES
 from .trace import Tracer, pytree, trace_function
 from .trace.core import array_problem
-from .trace.tracer import as_arguments
 
 CacheInfo = namedtuple("CacheInfo", "hits misses signatures")
 
@@ -110,16 +109,18 @@ class _Entry:
     ``profiled`` is its profiling runner, built when first needed."""
 
     __slots__ = ("run", "runner", "out_tree", "lowered", "compile_s", "profiled", "finish",
-                 "pending", "interpreting")
+                 "pending", "interpreting", "writes")
 
-    def __init__(self, runner: Runner, out_tree, lowered: Lowered, compile_s: float):
-        self.run = runner.fn
+    def __init__(self, runner: Runner, out_tree, lowered: Lowered, compile_s: float,
+                 writes: tuple[int, ...] = ()):
+        self.writes = writes  # the argument leaves the function writes to, in place
+        self.run = _writing(runner.fn, writes, lowered.optimized_graph)
         self.runner = runner
         self.out_tree = out_tree
         self.lowered = lowered
         self.compile_s = compile_s
         self.profiled: Runner | None = None
-        self.finish = _finisher(out_tree, lowered.optimized_graph)
+        self.finish = _finisher(out_tree, lowered.optimized_graph, len(writes))
         self.pending: Future | None = None  # the compiled runner (compile="background")
         self.interpreting = False  # runner is the interpreter, until ``pending`` is done
 
@@ -143,7 +144,7 @@ class _Entry:
                 self.pending.set_exception(e)
                 return
             self.runner, self.profiled = runner, None
-            self.run = runner.fn  # the switch: the next call runs the kernels
+            self.run = _writing(runner.fn, self.writes, self.lowered.optimized_graph)  # switch
             self.interpreting = False
             _log_switch(self, time.perf_counter() - start)
             done_pending = self.pending
@@ -338,7 +339,7 @@ class JitFunction:
         else:
             sig, leaves = self._signature(args, kwargs, bound, device, strict)
             if sig is None:  # called on Tracers from an enclosing trace: inline the function
-                return self._fn(*as_arguments(args), **as_arguments(kwargs))
+                return self._fn(*args, **kwargs)  # (its writes reach the caller's tracers)
         entry = self._lookup(sig)
         if entry is None:
             entry, outs = self._compile(sig, leaves)
@@ -405,8 +406,10 @@ class JitFunction:
         t0 = time.perf_counter()
         stage, graph, optimized = "tracing", None, None
         backend = get_backend(self._backend if sig.device is None else sig.device.kind)
+        writes: list[int] = []
         try:
-            graph, out_tree = trace_function(self._fn, build_args, types, names, fn_name)
+            graph, out_tree = trace_function(self._fn, build_args, types, names, fn_name,
+                                             writes)
             t1 = time.perf_counter()
             stage = "passes"
             optimized = run_pipeline(graph)
@@ -436,7 +439,8 @@ class JitFunction:
                                  arguments=dict(zip(names, leaves, strict=False)),
                                  traced=graph, optimized=optimized, backend=backend) from e
         t3 = time.perf_counter()
-        entry = _Entry(run, out_tree, Lowered(graph, optimized, backend.name), t3 - t0)
+        entry = _Entry(run, out_tree, Lowered(graph, optimized, backend.name), t3 - t0,
+                       tuple(writes))
         if later is not None:
             entry.switch_later(later, True)
         elif run.faster is not None:
@@ -569,9 +573,10 @@ def _profiled_call(entry: _Entry, leaves) -> list:
             runner = entry.profiled = entry.runner.profiled()
             entry.compile_s += time.perf_counter() - start
         start = time.perf_counter()
+        _check_writeable(entry.writes, leaves, entry.lowered.optimized_graph)
         outs, times = runner.timed(*leaves)
         profiler.record(entry, runner.steps, time.perf_counter() - start, times)
-    return outs
+    return _write_back(entry.writes, leaves, outs)
 
 
 @functools.lru_cache(maxsize=64)
@@ -648,9 +653,47 @@ def _first(outs):
     return outs[0]
 
 
-def _finisher(out_tree, graph: Graph):
-    """The function from a runner's output list to what the user gets back."""
-    copy = _shared_outputs(graph)
+def _writing(fn, writes: tuple[int, ...], graph: Graph):
+    """``fn`` (a runner's), then the new versions of the arguments it wrote to (its last
+    outputs) copied into the caller's arrays, as NumPy would have changed them; returns
+    the function's own outputs."""
+    if not writes:
+        return fn
+
+    def run(*leaves):
+        _check_writeable(writes, leaves, graph)
+        return _write_back(writes, leaves, fn(*leaves))
+
+    return run
+
+
+def _check_writeable(writes: tuple[int, ...], leaves, graph: Graph) -> None:
+    for i in writes:
+        leaf = leaves[i]
+        flags = getattr(leaf, "flags", None)
+        if flags is not None and not flags.writeable:
+            name = graph.inputs[i].name or f"in{i}"
+            raise ReadOnlyDestination(f"assignment destination is read-only: the function "
+                                      f"writes to argument {name!r}, whose array is not "
+                                      "writeable", location=None)
+
+
+def _write_back(writes: tuple[int, ...], leaves, outs) -> list:
+    n = len(outs) - len(writes)
+    for i, new in zip(writes, outs[n:], strict=True):
+        leaf = leaves[i]
+        if isinstance(leaf, np.ndarray):
+            np.copyto(leaf, targets.to_host(new))
+        elif targets.device_of(leaf) is not None:  # a CuPy array: updated on its device
+            leaf[...] = targets.to_device(new, targets.device_of(leaf))
+        # (a Python or NumPy scalar cannot change: the caller keeps its value, as in NumPy)
+    return outs[:n]
+
+
+def _finisher(out_tree, graph: Graph, writes: int = 0):
+    """The function from a runner's output list (without the ``writes`` last outputs of
+    the graph, the arguments' new versions) to what the user gets back."""
+    copy = _shared_outputs(graph)[:len(graph.outputs) - writes]
     if out_tree is pytree.LEAF:
         if copy[0]:
             return lambda outs: _finish(_copy(outs[0]))

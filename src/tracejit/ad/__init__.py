@@ -24,7 +24,6 @@ from ..passes.stabilize import stabilize_nodes
 from ..trace import Tracer, pytree
 from ..trace import core as _core
 from ..trace.core import Trace, bind
-from ..trace.tracer import as_arguments
 from .backward import backward
 
 JACOBIAN_MAX_OUTPUTS = 1024  # jacobian unrolls one reverse walk per output element
@@ -165,7 +164,7 @@ class _Transformed:
 
     def __call__(self, *args, **kwargs):
         if _active_trace() is not None:  # its arguments are the caller's arrays
-            return self._traced(as_arguments(args), as_arguments(kwargs))
+            return self._traced(args, kwargs)
         return self._jit(*args, **kwargs)
 
     def lower(self, *args, **kwargs):

@@ -15,9 +15,13 @@ array_methods.install()  # before any Tracer exists: NumPy's protocols, operator
 __all__ = ["Tracer", "trace_function"]
 
 
-def trace_function(fn, build_args, in_types: list[TensorType], in_names: list[str], name: str):
+def trace_function(fn, build_args, in_types: list[TensorType], in_names: list[str], name: str,
+                   writes: list[int] | None = None):
     """Trace ``fn``. ``build_args(leaves)`` rebuilds the call's ``(args, kwargs)`` from one
-    Tracer per dynamic leaf. Returns the graph and the output tree definition."""
+    Tracer per dynamic leaf. Returns the graph and the output tree definition. With a
+    ``writes`` list, the leaves the function wrote to (in place, as NumPy lets it) are
+    appended to it and their last versions to the graph's outputs, after the function's
+    own: the caller copies those into its arrays."""
     t = Trace(name)
     with tracing(t):
         leaves = [t.new_input(ty, nm) for ty, nm in zip(in_types, in_names, strict=True)]
@@ -30,7 +34,11 @@ def trace_function(fn, build_args, in_types: list[TensorType], in_names: list[st
                     f"{name} returned a {type(leaf).__name__}; jitted functions must return "
                     "arrays, scalars, or tuples/lists/dicts of them",
                 )
-        graph: Graph = t.finish(out_leaves)
+        written = [i for i, leaf in enumerate(leaves) if leaf._seen] if writes is not None \
+            else []
+        graph: Graph = t.finish(out_leaves + [leaves[i] for i in written])
+        if writes is not None:
+            writes.extend(written)
     return graph, out_tree
 
 

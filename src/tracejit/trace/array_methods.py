@@ -12,9 +12,9 @@ from types import FunctionType
 
 import numpy as np
 
-from . import numpy_api
+from . import numpy_api, updates
 from .indexing import getitem
-from .tracer import Tracer, _inplace_error
+from .tracer import Tracer
 
 # Python operators: each maps to the ufunc NumPy's ndarray uses, so semantics are NumPy's.
 _BINARY = {
@@ -28,11 +28,6 @@ _COMPARISONS = {
     "gt": np.greater, "ge": np.greater_equal,
 }
 _UNARY = {"neg": np.negative, "pos": np.positive, "abs": np.absolute, "invert": np.invert}
-
-_SYMBOLS = {np.add: "+", np.subtract: "-", np.multiply: "*", np.true_divide: "/",
-            np.floor_divide: "//", np.remainder: "%", np.power: "**", np.matmul: "@",
-            np.bitwise_and: "&", np.bitwise_or: "|", np.bitwise_xor: "^",
-            np.left_shift: "<<", np.right_shift: ">>"}
 
 
 class _ArrayMethods:
@@ -49,6 +44,8 @@ class _ArrayMethods:
 
     # ------------------------------------------------------------ NumPy protocols
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if method == "at":
+            return updates.ufunc_at(ufunc, *inputs, **kwargs)
         return numpy_api.apply_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
@@ -57,6 +54,12 @@ class _ArrayMethods:
     # ------------------------------------------------------------ indexing
     def __getitem__(self, key):
         return getitem(self, key)
+
+    def __setitem__(self, key, value):
+        updates.setitem(self, key, value)
+
+    def fill(self, value):
+        updates.setitem(self, Ellipsis, value)
 
     # ------------------------------------------------------------ methods
     def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
@@ -81,7 +84,7 @@ class _ArrayMethods:
         return numpy_api.ravel(self, order)
 
     def flatten(self, order="C"):
-        return numpy_api.ravel(self, order)
+        return numpy_api.ravel(self, order).copy()  # always a copy, unlike ravel
 
     def dot(self, b, out=None):
         return numpy_api.dot(self, b, out=out)
@@ -150,9 +153,10 @@ def _binary(ufunc):
 
     def iop(self, other):
         result = numpy_api.inplace(ufunc, self, other)  # first NumPy's own errors
-        if self._arg and not (self._scalar or self.aval.weak):  # scalars rebind
-            raise _inplace_error(self, f"{_SYMBOLS[ufunc]}=")
-        return result
+        if self._scalar or self.aval.weak:  # scalars rebind
+            return result
+        updates.write(self, result)  # an array changes in place: its views see it
+        return self
 
     return op, rop, iop
 

@@ -13,6 +13,7 @@ from ..ir.registry import COMPARISONS, REGISTRY
 from ..ir.types import type_of_constant
 from ..locations import user_location
 from . import intercept
+from .layout import reshape_strides, strides_of
 from .tracer import Tracer
 
 _state = threading.local()
@@ -141,9 +142,11 @@ class Trace:
         out_type = opdef.rule(*(v.type for v in inputs), **attrs)
         if opdef.ufunc is not None and op not in COMPARISONS:
             _check_int_literals(opdef.ufunc, operands, inputs)
+        out = Tracer(self._emit(op, inputs, attrs, out_type), self)
         base = operands[0] if op in VIEW_OPS and operands else None
-        arg = base._arg if isinstance(base, Tracer) else None  # a view of an argument is one
-        return Tracer(self._emit(op, inputs, attrs, out_type), self, arg=arg)
+        if isinstance(base, Tracer) and _is_view(base, op, attrs):
+            out._view_of(base, op, attrs)
+        return out
 
     def _emit(self, op, inputs, attrs, out_type) -> Value:
         node = Node(op, inputs, attrs, Value(out_type), user_location())
@@ -154,6 +157,18 @@ class Trace:
         outs = [self.lift(x) for x in outputs]
         self.active = False
         return Graph(self.inputs, self.nodes, outs, self.name)
+
+
+def _is_view(base: Tracer, op: str, attrs: dict) -> bool:
+    """Whether NumPy makes the result of ``op`` on ``base`` a view of it: never of a
+    scalar (NumPy's are immutable), and a reshape only where no copy is needed."""
+    if base._scalar or base.aval.weak:
+        return False
+    if op != "reshape":
+        return True
+    root = base if base._base is None else base._base
+    shape, strides = strides_of(root.shape, base._path)
+    return reshape_strides(shape, strides, attrs["shape"]) is not None
 
 
 def current() -> Trace:
