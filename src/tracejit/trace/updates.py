@@ -30,7 +30,7 @@ from ..ir import Value
 from ..ir.registry import REGISTRY
 from .core import bind, current
 from .indexing import expand_key
-from .numpy_api import aval, implements, inplace, is_int, ravel, reshape, slice_attrs
+from .numpy_api import aval, implements, inplace, is_int, ravel, slice_attrs
 from .tracer import Tracer, derive
 
 _MASK_HINT = ("use a scalar (or an array of the shape of x's dimensions after the mask's), "
