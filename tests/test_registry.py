@@ -82,6 +82,15 @@ def test_binary_ufunc_all_dtype_pairs(name, backend):
 
 # One case per non-ufunc op: (function, args). Each must produce its op when traced.
 F32 = sample(np.float32, (3, 4))
+
+
+def _written(x, key, value):
+    """``x[key] = value`` on a copy (the copy keeps NumPy from changing the argument)."""
+    out = x.copy()
+    out[key] = value
+    return out
+
+
 I64 = np.array([2, 0, -1], dtype=np.int64)
 OP_CASES = {
     "where": (lambda x: np.where(x > 0, x, -1), (F32,)),
@@ -105,6 +114,8 @@ OP_CASES = {
     "gather": (lambda x, i: x[:, i], (F32, I64)),
     "stop_gradient": (lambda x: tj.stop_gradient(x) * 2, (F32,)),
     "scatter_add": (lambda x, i: tj.grad(lambda y: np.sum(y[:, i] * 2.0))(x), (F32, I64)),
+    "update_slice": (lambda x: _written(x, (slice(None, None, -2), slice(1, 3)), 7), (F32,)),
+    "scatter": (lambda x, i: _written(x, (slice(None), i), x[:, :3] * 2), (F32, I64)),
     "constant": (lambda x: x + np.arange(4), (F32,)),
     "full": (lambda x: np.full_like(x, 3), (F32,)),
 }
