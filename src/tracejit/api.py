@@ -680,6 +680,10 @@ def _check_writeable(writes: tuple[int, ...], leaves, graph: Graph) -> None:
 
 def _write_back(writes: tuple[int, ...], leaves, outs) -> list:
     n = len(outs) - len(writes)
+    written = [leaves[i] for i in writes if isinstance(leaves[i], np.ndarray)]
+    # an output may be the runner's view of an argument written below: keep what it holds
+    outs = [o.copy() if isinstance(o, np.ndarray) and any(
+        np.may_share_memory(o, w) for w in written) else o for o in outs]
     for i, new in zip(writes, outs[n:], strict=True):
         leaf = leaves[i]
         if isinstance(leaf, np.ndarray):

@@ -8,6 +8,8 @@ never imports the layers above it: the modules of ``trace/`` form a DAG.
 
 from __future__ import annotations
 
+import dis
+import sys
 from types import FunctionType
 
 import numpy as np
@@ -53,6 +55,9 @@ class _ArrayMethods:
 
     # ------------------------------------------------------------ indexing
     def __getitem__(self, key):
+        mask = updates.traced_mask(key)
+        if mask is not None and _augmented_subscript(sys._getframe(1)):
+            return updates.MaskedSelection(self, mask)  # x[mask] op= v: see there
         return getitem(self, key)
 
     def __setitem__(self, key, value):
@@ -143,6 +148,19 @@ class _ArrayMethods:
                 numpy_api.operator(np.remainder, other, self))
 
 
+def _augmented_subscript(frame) -> bool:
+    """Whether ``frame`` is reading ``x[key]`` for an augmented assignment ``x[key] op= v``:
+    CPython compiles it as ``COPY 2; COPY 2`` (``DUP_TOP_TWO`` before 3.11) just before
+    the subscript, which a plain read never has."""
+    seen = []  # (f_lasti may point into the subscript's inline cache once specialised)
+    for ins in dis.get_instructions(frame.f_code):
+        if ins.offset > frame.f_lasti:
+            break
+        seen.append((ins.opname, ins.arg))
+    before = seen[-3:-1]
+    return before == [("COPY", 2), ("COPY", 2)] or before[-1:] == [("DUP_TOP_TWO", None)]
+
+
 def _binary(ufunc):
     """``x + y``, ``y + x`` and ``x += y`` for one ufunc."""
     def op(self, other):
@@ -178,6 +196,7 @@ def install() -> None:
         setattr(Tracer, f"__{name}__", op)
         setattr(Tracer, f"__r{name}__", rop)
         setattr(Tracer, f"__i{name}__", iop)
+        setattr(updates.MaskedSelection, f"__i{name}__", updates.MaskedSelection.operator(ufunc))
     for name, ufunc in _COMPARISONS.items():
         setattr(Tracer, f"__{name}__", _binary(ufunc)[0])
     for name, ufunc in _UNARY.items():

@@ -98,9 +98,13 @@ def setitem(target: Tracer, key, value) -> None:
                          hint="NumPy scalars are immutable: assign into the array it came "
                          "from (x[i, j] = v)")
     destination(target, "item assignment")
-    mask = _traced_mask(key)
+    mask = traced_mask(key)
     if mask is not None:
-        assign(target, _masked_write(target, mask, value))
+        if isinstance(value, MaskedSelection) and value.target is target and \
+                value.mask is mask and value.ufunc is not None:
+            assign(target, _apply_selection(target, value))
+        else:
+            assign(target, _masked_write(target, mask, value))
         return
     if isinstance(value, Tracer) and value._base is not None and value._seen == \
             value._base._seen and not _advanced(key):  # x[k] op= v wrote through x[k] itself
@@ -211,7 +215,53 @@ def fit(value, shape: tuple[int, ...], dtype: np.dtype, advanced: bool = False) 
     return v if vshape == tuple(shape) else _emit("broadcast_to", v, shape=tuple(shape))
 
 
-def _traced_mask(key) -> Tracer | None:
+class MaskedSelection:
+    """``x[mask]`` for a traced boolean mask. How many elements it has depends on the data,
+    so it is no array; it exists for ``x[mask] op= v``, which Python runs as ``t = x[mask];
+    t op= v; x[mask] = t``: the in-place operators (attached by ``array_methods``) record
+    the operation, and the assignment applies it where the mask is True."""
+
+    __slots__ = ("target", "mask", "ufunc", "other")
+
+    def __init__(self, target: Tracer, mask: Tracer, ufunc=None, other=None):
+        self.target, self.mask, self.ufunc, self.other = target, mask, ufunc, other
+
+    def _refuse(self, *args, **kwargs):
+        raise ShapeError("indexing with a traced boolean mask", hint=(
+            "boolean-mask indexing x[mask] has a shape that depends on the data; use "
+            "np.where(mask, x, fill) to keep the shape, or reduce with "
+            "np.sum(np.where(mask, x, 0)); x[mask] = v and x[mask] op= v are fine"))
+
+    __array__ = __len__ = __iter__ = __bool__ = __getattr__ = _refuse
+
+    @staticmethod
+    def operator(ufunc):
+        """``t op= other`` on a selection: the operation, to apply on assignment."""
+        def iop(self, other):
+            if self.ufunc is not None:
+                self._refuse()
+            return MaskedSelection(self.target, self.mask, ufunc, other)
+
+        return iop
+
+
+def _apply_selection(target: Tracer, sel: MaskedSelection) -> Value:
+    """``x[mask] = x[mask] op v`` (NumPy's same-kind cast of the in-place operation)."""
+    m = sel.mask.aval
+    vshape = aval(sel.other).shape
+    while len(vshape) > target.ndim - m.ndim and vshape[0] == 1:
+        vshape = vshape[1:]
+    if len(vshape) > target.ndim - m.ndim:
+        raise ShapeError(
+            f"x[mask] op= v with a traced boolean mask and a value of shape "
+            f"{aval(sel.other).shape}: the number of values it needs (the number of True "
+            "elements) depends on the data", hint=_MASK_HINT)
+    result = inplace(sel.ufunc, _fresh(target._value), sel.other)
+    cond = _emit("reshape", sel.mask._value, shape=m.shape + (1,) * (target.ndim - m.ndim))
+    return _emit("where", cond, current().lift(result), target._value)
+
+
+def traced_mask(key) -> Tracer | None:
     keys = key if isinstance(key, tuple) else (key,)
     masks = [k for k in keys if isinstance(k, Tracer) and k.dtype == np.bool_]
     if not masks:
@@ -370,10 +420,12 @@ def ufunc_at(ufunc, a, indices, b=None):
         if b is None:
             new = bind(_ufunc_op(ufunc), cur)
         elif isinstance(b, Value):
-            new = inplace(ufunc, cur, _fresh(_emit("gather", b, current().lift(sel), axis=0)))
+            new = bind(_ufunc_op(ufunc), cur, _fresh(_emit("gather", b, current().lift(sel),
+                                                          axis=0)))
         else:
-            new = inplace(ufunc, cur, b)
-        x = _emit("scatter", x, current().lift(new), pos, axis=0)
+            new = bind(_ufunc_op(ufunc), cur, b)
+        new = _emit("convert", new._value, dtype=a.dtype)  # unsafe, as ufunc.at casts
+        x = _emit("scatter", x, new, pos, axis=0)
     assign(a, _emit("reshape", x, shape=a.shape))
 
 
@@ -408,8 +460,10 @@ def _traced_at(ufunc, a: Tracer, keys, b) -> None:
     idx = [trace.lift(k if isinstance(k, Tracer) else np.asarray(k, np.int64)) for k in keys]
     region = REGISTRY["gather"].rule(a.aval, *(i.type for i in idx), axis=0).shape
     dtype = REGISTRY[_ufunc_op(ufunc)].rule(a.aval, aval(b)).dtype
-    if not np.can_cast(dtype, a.dtype, "same_kind"):
-        raise DTypeError(f"Cannot cast ufunc '{ufunc.__name__}' output from {dtype!r} to "
-                         f"{a.dtype!r} with casting rule 'same_kind'")
+    if dtype != a.dtype:  # NumPy computes in dtype, then casts each result unsafely
+        raise UnsupportedOperation(
+            f"numpy.{ufunc.__name__}.at with traced indices and values of another dtype "
+            f"({aval(b).dtype} into {a.dtype})", hint="convert the values to the array's "
+            "dtype first, or use constant indices")
     v = fit(b if ufunc is np.add else bind("negative", b), region, a.dtype, advanced=True)
     assign(a, _emit("scatter_add", a._value, v, *idx, axis=0))
