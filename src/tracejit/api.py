@@ -36,6 +36,7 @@ from .check import compile_checked, internal_error, resolve_mode
 from .config import compile_mode, config
 from .errors import InvalidArgument, IRError, ReadOnlyDestination, TracejitError
 from .ir import Graph, TensorType, verify
+from .ir.ops import slice_key
 from .ir.types import WEAK_DEFAULT
 from .passes import run_pipeline
 from .passes.placement import place
@@ -112,15 +113,16 @@ class _Entry:
                  "pending", "interpreting", "writes")
 
     def __init__(self, runner: Runner, out_tree, lowered: Lowered, compile_s: float,
-                 writes: tuple[int, ...] = ()):
-        self.writes = writes  # the argument leaves the function writes to, in place
+                 writes: tuple = ()):
+        self.writes = writes  # (argument leaf, regions) it writes to: see trace_function
         self.run = _writing(runner.fn, writes, lowered.optimized_graph)
         self.runner = runner
         self.out_tree = out_tree
         self.lowered = lowered
         self.compile_s = compile_s
         self.profiled: Runner | None = None
-        self.finish = _finisher(out_tree, lowered.optimized_graph, len(writes))
+        self.finish = _finisher(out_tree, lowered.optimized_graph,
+                                sum(len(regions) for _, regions in writes))
         self.pending: Future | None = None  # the compiled runner (compile="background")
         self.interpreting = False  # runner is the interpreter, until ``pending`` is done
 
@@ -406,7 +408,7 @@ class JitFunction:
         t0 = time.perf_counter()
         stage, graph, optimized = "tracing", None, None
         backend = get_backend(self._backend if sig.device is None else sig.device.kind)
-        writes: list[int] = []
+        writes: list = []
         try:
             graph, out_tree = trace_function(self._fn, build_args, types, names, fn_name,
                                              writes)
@@ -653,10 +655,10 @@ def _first(outs):
     return outs[0]
 
 
-def _writing(fn, writes: tuple[int, ...], graph: Graph):
-    """``fn`` (a runner's), then the new versions of the arguments it wrote to (its last
-    outputs) copied into the caller's arrays, as NumPy would have changed them; returns
-    the function's own outputs."""
+def _writing(fn, writes: tuple, graph: Graph):
+    """``fn`` (a runner's), then what the function wrote to its arguments (its last
+    outputs: see ``trace_function``) stored into the caller's arrays, as NumPy would have
+    changed them; returns the function's own outputs."""
     if not writes:
         return fn
 
@@ -667,10 +669,9 @@ def _writing(fn, writes: tuple[int, ...], graph: Graph):
     return run
 
 
-def _check_writeable(writes: tuple[int, ...], leaves, graph: Graph) -> None:
-    for i in writes:
-        leaf = leaves[i]
-        flags = getattr(leaf, "flags", None)
+def _check_writeable(writes: tuple, leaves, graph: Graph) -> None:
+    for i, _ in writes:
+        flags = getattr(leaves[i], "flags", None)
         if flags is not None and not flags.writeable:
             name = graph.inputs[i].name or f"in{i}"
             raise ReadOnlyDestination(f"assignment destination is read-only: the function "
@@ -678,19 +679,24 @@ def _check_writeable(writes: tuple[int, ...], leaves, graph: Graph) -> None:
                                       "writeable", location=None)
 
 
-def _write_back(writes: tuple[int, ...], leaves, outs) -> list:
-    n = len(outs) - len(writes)
-    written = [leaves[i] for i in writes if isinstance(leaves[i], np.ndarray)]
+def _write_back(writes: tuple, leaves, outs) -> list:
+    n = len(outs) - sum(len(regions) for _, regions in writes)
+    written = [leaves[i] for i, _ in writes if isinstance(leaves[i], np.ndarray)]
     # an output may be the runner's view of an argument written below: keep what it holds
     outs = [o.copy() if isinstance(o, np.ndarray) and any(
         np.may_share_memory(o, w) for w in written) else o for o in outs]
-    for i, new in zip(writes, outs[n:], strict=True):
+    stored = iter(outs[n:])
+    for i, regions in writes:
         leaf = leaves[i]
-        if isinstance(leaf, np.ndarray):
-            np.copyto(leaf, targets.to_host(new))
-        elif targets.device_of(leaf) is not None:  # a CuPy array: updated on its device
-            leaf[...] = targets.to_device(new, targets.device_of(leaf))
-        # (a Python or NumPy scalar cannot change: the caller keeps its value, as in NumPy)
+        where = targets.device_of(leaf)
+        for attrs in regions:
+            new = next(stored)
+            key = Ellipsis if attrs is None else slice_key(**attrs)
+            if isinstance(leaf, np.ndarray):
+                leaf[key] = targets.to_host(new)
+            elif where is not None:  # a CuPy array: updated on its device
+                leaf[key] = targets.to_device(new, where)
+            # (a Python or NumPy scalar cannot change: the caller keeps its value, as NumPy)
     return outs[:n]
 
 

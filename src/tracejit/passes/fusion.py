@@ -124,11 +124,27 @@ def _loop_shape(node: Node) -> tuple[int, ...] | None:
     return None
 
 
+def library_early(nodes: list[Node], fusible: Callable[[Node], bool]) -> list[Node]:
+    """``nodes`` with each library node moved up to just after the last node it reads
+    (still a topological order): a slice read by the third add of ``a[:-2] + a[2:] +
+    a[1:-1]`` no longer comes between the adds and splits their loop kernel in two."""
+    order: list[Node] = []
+    made: dict[Value, Node] = {}
+    for node in nodes:
+        at = len(order)
+        if node.op != "constant" and (not fusible(node) or _loop_shape(node) is None):
+            producers = {made[v] for v in node.inputs if v in made}
+            at = max((i + 1 for i, n in enumerate(order) if n in producers), default=0)
+        order.insert(at, node)
+        made[node.out] = node
+    return order
+
+
 def fuse(graph: Graph, fusible: Callable[[Node], bool] = lambda n: True) -> list[Kernel]:
     kernels: list[Kernel] = []
     home: dict[Value, int] = {}  # value -> index of the kernel that computes it
     reduced: set[Value] = set()  # reduction results: complete only after their loop ends
-    for node in graph.nodes:
+    for node in library_early(graph.nodes, fusible):
         if node.op == "constant":
             continue  # constants are values the backend holds, not work
         shape = _loop_shape(node) if fusible(node) else None

@@ -9,6 +9,7 @@ from ..ir import Graph, TensorType
 from . import array_methods, pytree
 from .core import Trace, tracing
 from .tracer import Tracer
+from .updates import stores
 
 array_methods.install()  # before any Tracer exists: NumPy's protocols, operators, methods
 
@@ -16,12 +17,14 @@ __all__ = ["Tracer", "trace_function"]
 
 
 def trace_function(fn, build_args, in_types: list[TensorType], in_names: list[str], name: str,
-                   writes: list[int] | None = None):
+                   writes: list | None = None):
     """Trace ``fn``. ``build_args(leaves)`` rebuilds the call's ``(args, kwargs)`` from one
     Tracer per dynamic leaf. Returns the graph and the output tree definition. With a
-    ``writes`` list, the leaves the function wrote to (in place, as NumPy lets it) are
-    appended to it and their last versions to the graph's outputs, after the function's
-    own: the caller copies those into its arrays."""
+    ``writes`` list, each leaf the function wrote to (in place, as NumPy lets it) is
+    appended to it as ``(leaf index, regions)`` and what to store into the caller's array
+    to the graph's outputs, after the function's own (see ``updates.stores``): the leaf's
+    last version (``regions`` is ``(None,)``), or the updates of the regions it wrote (one
+    output per region, each ``slice`` attributes, stored in order)."""
     t = Trace(name)
     with tracing(t):
         leaves = [t.new_input(ty, nm) for ty, nm in zip(in_types, in_names, strict=True)]
@@ -34,11 +37,13 @@ def trace_function(fn, build_args, in_types: list[TensorType], in_names: list[st
                     f"{name} returned a {type(leaf).__name__}; jitted functions must return "
                     "arrays, scalars, or tuples/lists/dicts of them",
                 )
-        written = [i for i, leaf in enumerate(leaves) if leaf._seen] if writes is not None \
-            else []
-        graph: Graph = t.finish(out_leaves + [leaves[i] for i in written])
-        if writes is not None:
-            writes.extend(written)
+        stored = []
+        for i, leaf in enumerate(leaves):
+            if writes is not None and leaf._seen:
+                parts = stores(t.nodes, t.inputs[i], leaf._value)
+                writes.append((i, tuple(attrs for attrs, _ in parts)))
+                stored += [value for _, value in parts]
+        graph: Graph = t.finish(out_leaves + [Tracer(v, t) for v in stored])
     return graph, out_tree
 
 

@@ -88,6 +88,27 @@ def write(target: Tracer, result) -> None:
     assign(destination(target, "an in-place operation"), current().lift(result))
 
 
+# Regions stored into the caller's array one by one at most: more become one whole copy.
+MAX_STORES = 4
+
+
+def stores(nodes, original: Value, final: Value) -> list[tuple[dict | None, Value]]:
+    """How to bring an argument from its ``original`` value to its ``final`` version, the
+    caller's array being the original: where the writes were regions of the original
+    (``update_slice`` down to it, as a stencil's ``a[1:-1] = ...``), store each update into
+    its region, in order, ``[(slice attributes, update), ...]``, so that the call copies
+    only what it wrote; else ``[(None, final)]``, the whole array."""
+    producers = {n.out: n for n in nodes}
+    parts, v = [], final
+    while v is not original:
+        n = producers.get(v)
+        if n is None or n.op != "update_slice" or len(parts) == MAX_STORES:
+            return [(None, final)]
+        parts.append((n.attrs, n.inputs[1]))
+        v = n.inputs[0]
+    return parts[::-1]
+
+
 # ---------------------------------------------------------------- x[key] = v
 
 

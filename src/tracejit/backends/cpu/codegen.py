@@ -129,7 +129,10 @@ def generate(graph: Graph, profile: bool = False, later: bool = False) -> Genera
     ``namespace["steps"]`` describes the steps."""
     graph, kernels = partition(graph, later)
     mod = Module(graph)
-    loop_inputs = {v for k in kernels if k.kind == "loop" for v in k.inputs if v.type.ndim}
+    mod.views = _kernel_views(graph, kernels)
+    kernels = [k for k in kernels if not (k.kind == "library" and k.nodes[0].out in mod.views)]
+    loop_inputs = {mod.views[v].inputs[0] if v in mod.views else v
+                   for k in kernels if k.kind == "loop" for v in k.inputs if v.type.ndim}
     body: list[str] = []
     for v in graph.inputs:  # the kernels read C-contiguous arrays of the signature's dtype
         if v in loop_inputs:
@@ -163,6 +166,22 @@ def generate(graph: Graph, profile: bool = False, later: bool = False) -> Genera
     ]
     return Generated(mod.kernels, "\n".join(runner) + "\n", mod.namespace, mod.kernel_names,
                      f"# tracejit CPU backend: {graph.name}\n", mod.notes)
+
+
+def _kernel_views(graph: Graph, kernels: list[Kernel]) -> dict[Value, Node]:
+    """The slices only loop kernels read, elementwise: those kernels index the slice's
+    base instead (``a[1:-1, 2:]`` is ``a[1 + i0, 2 + i1]``), so no step copies the region
+    out first (a stencil reads four shifted slices of one array)."""
+    readers: dict[Value, list] = {}
+    for kern in kernels:
+        for node in kern.nodes:
+            for v in node.inputs:
+                readers.setdefault(v, []).append((kern, node))
+    outputs = set(graph.outputs)
+    return {k.nodes[0].out: k.nodes[0] for k in kernels
+            if k.kind == "library" and k.nodes[0].op == "slice"
+            and k.nodes[0].out not in outputs and k.nodes[0].out in readers
+            and all(r.kind == "loop" and n.op != "matmul" for r, n in readers[k.nodes[0].out])}
 
 
 def _nbytes(v: Value) -> int:
