@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 from numpy_compare import builtin_error
 
 import tracejit as tj
@@ -229,7 +232,11 @@ def local_buffers(x):
     w[::2] += z[::2]
     e = np.empty_like(x, dtype=np.int32)
     e[...] = 3
-    return z, w, e
+    y = np.full_like(x, x)  # a new array, not a (read-only) broadcast view of x
+    y[0] = 5
+    c = np.astype(x, x.dtype)  # a copy
+    c[1] = 7
+    return z, w, e, y, c, x
 
 
 def weak_scalars_rebind(x, n):
@@ -309,6 +316,32 @@ def test_write_program_matches_numpy(name, backend):
         _assert_same(g, w)
 
 
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_random_basic_index_writes_match_numpy(data):
+    """``a[key] = v`` then ``a[key] *= 2`` through the view, for drawn basic keys (ints,
+    slices with steps, Ellipsis, None) and values broadcast into the region."""
+    shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4))
+    key = data.draw(hnp.basic_indices(shape, allow_newaxis=True))
+    region = np.empty(shape)[key].shape
+    tail = region[data.draw(st.integers(0, len(region))):]  # broadcast into the region
+    vshape = tuple(1 if data.draw(st.booleans()) else d for d in tail)
+    value = np.arange(float(np.prod(vshape))).reshape(vshape) + 100
+
+    def f(a):
+        a[key] = value
+        v = a[key]
+        if np.ndim(v):
+            v *= 2
+        return a.sum()
+
+    a = np.arange(float(np.prod(shape))).reshape(shape)
+    want_a, got_a = a.copy(), a.copy()
+    want = f(want_a)
+    np.testing.assert_array_equal(tj.jit(f, backend="reference")(got_a), want)
+    np.testing.assert_array_equal(got_a, want_a)
+
+
 def test_stencil_is_one_functional_update():
     """``A[1:-1, 1:-1] = f(shifted slices)`` traces to one update_slice of the interior."""
     def step(a):
@@ -359,6 +392,10 @@ def _broadcast_view_write(x):
     b[0, 0] = 1
 
 
+def _broadcast_same_shape(x):
+    np.broadcast_to(x, x.shape)[0] = 1  # still a read-only view
+
+
 def _traced_mask_array_value(x):
     x[x > 1] = np.array([1.0, 2.0])
 
@@ -394,6 +431,7 @@ def _index_out_of_range(x):
 
 ERRORS = {
     "broadcast-view": (_broadcast_view_write, (np.arange(3.0),)),
+    "broadcast-same-shape": (_broadcast_same_shape, (np.arange(3.0),)),
     "traced-mask-array-value": (_traced_mask_array_value, (np.arange(3.0),)),
     "shape-mismatch": (_shape_mismatch, (np.arange(3.0),)),
     "int-plus-float": (_int_plus_float, (np.arange(3),)),

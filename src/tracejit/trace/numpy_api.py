@@ -308,7 +308,7 @@ def astype(x, dtype, /, *, copy=True, device=None, casting="unsafe"):
         raise DTypeError(f"Cannot cast array data from {t.dtype!r} to {dtype!r} "
                          f"according to the rule {casting!r}")
     if t.dtype == dtype and not t.weak:
-        return x
+        return x.copy() if isinstance(x, Tracer) else x  # a new array, as NumPy's
     return bind("convert", x, dtype=dtype)
 
 
@@ -729,7 +729,10 @@ def broadcast_to(array, shape, subok=False):
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
     t = aval(array)
     if shape == t.shape and isinstance(array, Tracer) and not t.weak:
-        return array
+        view = Tracer(array._value, array._trace)  # still a read-only view, as NumPy's
+        view._view_of(array, "reshape", {"shape": shape})
+        view._readonly = True
+        return view
     return bind("broadcast_to", _as_strong_operand(array), shape=shape)
 
 
@@ -960,8 +963,8 @@ def _like(a, dtype, shape, value):
     t = aval(a)
     shape = t.shape if shape is None else ((shape,) if np.ndim(shape) == 0 else tuple(shape))
     dtype = t.dtype if dtype is None else np.dtype(dtype)
-    if isinstance(value, Tracer) or np.ndim(value) != 0:
-        return broadcast_to(astype(_as_strong_operand(value), dtype), shape)
+    if isinstance(value, Tracer) or np.ndim(value) != 0:  # a new array: writeable
+        return broadcast_to(astype(_as_strong_operand(value), dtype), shape).copy()
     value = value.item() if isinstance(value, np.generic) else value
     return bind("full", shape=tuple(int(d) for d in shape), dtype=dtype, value=value)
 
