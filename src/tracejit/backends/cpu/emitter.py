@@ -162,7 +162,10 @@ class LoopEmitter:
             elif v in mod.views:  # a slice, read in its base: no copy of the region
                 view = mod.views[v]
                 base = view.inputs[0]
-                self.param(f"x{j}", mod.name(base), v.type.dtype, base.type.shape)
+                whole = (view.attrs["starts"][0], view.attrs["steps"][0]) == (0, 1) and \
+                    v.type.shape[0] == base.type.shape[0]  # the outer extent is the base's
+                self.param(f"x{j}", mod.name(base), v.type.dtype, base.type.shape,
+                           whole and kern.axes[v][:1] == (0,))
                 self.ref[v] = f"x{j}[{_strided_index(kern.axes[v], view.attrs)}]"
             else:
                 self.param(f"x{j}", mod.name(v), v.type.dtype, v.type.shape,
