@@ -84,7 +84,7 @@ def _primal(trace: Trace, leaf, what: str, fn) -> Tracer:
             f"{t.dtype} ({t}); gradients are defined for real floating inputs only",
             hint="convert it with .astype(np.float64), or leave it out of argnums")
     fresh = bind("reshape", Tracer(value, trace), shape=t.shape)
-    return Tracer(fresh._value, trace, arg=f"argument {what}")  # an array of its own
+    return Tracer(fresh._value, trace)  # an array of its own, not a view of the leaf
 
 
 def _flatten_primals(trace, args, argnums, fn) -> tuple[list, list[Tracer], list, list]:

@@ -100,7 +100,7 @@ class Trace:
     def new_input(self, type: TensorType, name: str):
         v = Value(type, name)
         self.inputs.append(v)
-        return Tracer(v, self, arg=f"argument {name!r}")
+        return Tracer(v, self)
 
     def lift(self, x) -> Value:
         """The IR value of an operand: a Tracer of this trace, or a literal made a constant."""

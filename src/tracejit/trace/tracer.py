@@ -39,19 +39,17 @@ class Tracer:
 
     ``_scalar`` marks where NumPy would hold a NumPy scalar rather than a 0-d array (the
     0-d result of a ufunc, reduction or integer index): scalars rebind on ``+=`` without
-    NumPy's same-kind cast, have no ``@`` and take no item assignment. ``_arg`` names the
-    argument of the traced function that this object is (``"argument 'x'"``), else None;
-    ``_readonly`` marks a view NumPy makes read-only (of ``broadcast_to``)."""
+    NumPy's same-kind cast, have no ``@`` and take no item assignment. ``_readonly`` marks
+    a view NumPy makes read-only (of ``broadcast_to``)."""
 
-    __slots__ = ("_val", "_trace", "_scalar", "_arg", "_base", "_path", "_seen", "_readonly")
+    __slots__ = ("_val", "_trace", "_scalar", "_base", "_path", "_seen", "_readonly")
     __array_priority__ = 1000
     __hash__ = None  # like ndarray
 
-    def __init__(self, value: Value, trace, scalar: bool = False, arg: str | None = None):
+    def __init__(self, value: Value, trace, scalar: bool = False):
         self._val = value
         self._trace = trace
         self._scalar = scalar
-        self._arg = arg
         self._base: Tracer | None = None  # the root this is a view of
         self._path: tuple = ()  # ((op, attrs), ...) from the root to this view
         self._seen = 0  # a root: its number of writes; a view: the root's, when derived
@@ -73,7 +71,6 @@ class Tracer:
         self._base, self._path = root, parent._path + ((op, attrs),)
         self._seen = root._seen
         self._readonly = parent._readonly or op == "broadcast_to"
-        self._arg = root._arg
 
     # ------------------------------------------------------------ static properties
     # (types never change with a write: read them without deriving a stale view again)
