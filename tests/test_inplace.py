@@ -480,6 +480,18 @@ def test_read_only_argument(backend):
     np.testing.assert_array_equal(tj.jit(f, backend=backend)(np.arange(3.0)), [2, 2, 4])
 
 
+def test_a_written_argument_sharing_memory_with_another_is_refused():
+    def f(x, y):
+        x[0] = 5.0
+        return y * 2
+
+    a = np.arange(4.0)
+    with pytest.raises(NotImplementedError, match="shares memory with argument 'y'"):
+        tj.jit(f, backend="reference")(a, a[::2])
+    np.testing.assert_array_equal(a, np.arange(4.0))
+    np.testing.assert_array_equal(tj.jit(f, backend="reference")(a, a[::2].copy()), [0, 4])
+
+
 def test_out_into_a_numpy_array_that_is_no_argument():
     buffer = np.zeros(3)
 

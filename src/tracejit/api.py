@@ -34,7 +34,13 @@ from . import profiler, targets
 from .backends import Runner, get_backend
 from .check import compile_checked, internal_error, resolve_mode
 from .config import compile_mode, config
-from .errors import InvalidArgument, IRError, ReadOnlyDestination, TracejitError
+from .errors import (
+    InPlaceArgumentError,
+    InvalidArgument,
+    IRError,
+    ReadOnlyDestination,
+    TracejitError,
+)
 from .ir import Graph, TensorType, verify
 from .ir.ops import slice_key
 from .ir.types import WEAK_DEFAULT
@@ -670,13 +676,23 @@ def _writing(fn, writes: tuple, graph: Graph):
 
 
 def _check_writeable(writes: tuple, leaves, graph: Graph) -> None:
+    """Before running: every array written to is writeable, and shares no memory with
+    another argument (the trace took them for separate arrays, which NumPy would not)."""
+    arrays = [(j, x) for j, x in enumerate(leaves) if isinstance(x, np.ndarray)]
     for i, _ in writes:
-        flags = getattr(leaves[i], "flags", None)
+        leaf, name = leaves[i], graph.inputs[i].name or f"in{i}"
+        flags = getattr(leaf, "flags", None)
         if flags is not None and not flags.writeable:
-            name = graph.inputs[i].name or f"in{i}"
             raise ReadOnlyDestination(f"assignment destination is read-only: the function "
                                       f"writes to argument {name!r}, whose array is not "
-                                      "writeable", location=None)
+                                      "writeable")
+        other = next((j for j, x in arrays if j != i and isinstance(leaf, np.ndarray)
+                      and np.may_share_memory(leaf, x)), None)
+        if other is not None:
+            raise InPlaceArgumentError(
+                f"the function writes to argument {name!r}, which shares memory with "
+                f"argument {graph.inputs[other].name or f'in{other}'!r}: the trace took "
+                "them for separate arrays", hint="pass a copy of one of them")
 
 
 def _write_back(writes: tuple, leaves, outs) -> list:
