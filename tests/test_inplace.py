@@ -185,6 +185,8 @@ def view_sees_write(a):
 
 
 def view_of_view(a):
+    a[1:3][::-1] = [[1], [2]]  # the whole of a reversed view
+    a[::-1] += np.arange(3.0)[:, None]
     b = a[:, 1:]
     c = b[1:, ::2]
     c[...] = -7

@@ -156,7 +156,8 @@ def _write(x: Value, key: list, value) -> Value:
         region = REGISTRY["slice"].rule(x.type, **attrs).shape
         view = tuple(n for n, k in zip(region, key, strict=True) if not is_int(k))
         v = _emit("reshape", fit(value, view, x.type.dtype), shape=region)
-        return v if region == shape else _emit("update_slice", x, v, **attrs)
+        whole = region == shape and all(s == 1 for s in attrs["steps"])  # (not reversed)
+        return v if whole else _emit("update_slice", x, v, **attrs)
     key = [np.asarray(k, np.int64) if is_int(k) else k for k in key]
     basic = [k if isinstance(k, slice) else slice(None) for k in key]
     attrs = slice_attrs(shape, basic)
