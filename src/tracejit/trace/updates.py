@@ -155,7 +155,8 @@ def _write(x: Value, key: list, value) -> Value:
         attrs = slice_attrs(shape, key)
         region = REGISTRY["slice"].rule(x.type, **attrs).shape
         view = tuple(n for n, k in zip(region, key, strict=True) if not is_int(k))
-        v = _emit("reshape", fit(value, view, x.type.dtype), shape=region)
+        v = fit(value, view, x.type.dtype)
+        v = v if view == region else _emit("reshape", v, shape=region)
         whole = region == shape and all(s == 1 for s in attrs["steps"])  # (not reversed)
         return v if whole else _emit("update_slice", x, v, **attrs)
     key = [np.asarray(k, np.int64) if is_int(k) else k for k in key]
