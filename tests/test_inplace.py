@@ -553,3 +553,30 @@ def test_gradient_through_writes_matches_finite_differences(fn, backend):
     want = _fd(fn, x)
     got = tj.grad(fn, backend=backend)(x.copy())
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+
+
+def test_writes_to_a_cupy_argument_stay_on_its_device(monkeypatch):
+    """On the (emulated) GPU a CuPy argument is updated where it lives."""
+    cudasim = pytest.importorskip("cudasim")
+    from tracejit import targets
+
+    def step(a):
+        a[1:-1] = 0.5 * (a[:-2] + a[2:])
+        a[0] += 1
+
+    monkeypatch.setattr(targets, "gpu_requested", False)
+    with cudasim.installed(scheduler="fibers") as cupy:
+        cudasim.set_device_count(1)
+        targets._cupy.cache_clear()
+        targets._gpu_count.cache_clear()
+        try:
+            x = tj.to_device(np.arange(6.0), "cuda")
+            with tj.device("cuda"):
+                assert tj.jit(step)(x) is None
+            assert isinstance(x, cupy.ndarray)
+            want = np.arange(6.0)
+            step(want)
+            np.testing.assert_array_equal(tj.to_host(x), want)
+        finally:
+            targets._cupy.cache_clear()
+            targets._gpu_count.cache_clear()

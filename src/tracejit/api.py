@@ -681,8 +681,7 @@ def _check_writeable(writes: tuple, leaves, graph: Graph) -> None:
     arrays = [(j, x) for j, x in enumerate(leaves) if isinstance(x, np.ndarray)]
     for i, _ in writes:
         leaf, name = leaves[i], graph.inputs[i].name or f"in{i}"
-        flags = getattr(leaf, "flags", None)
-        if flags is not None and not flags.writeable:
+        if isinstance(leaf, np.ndarray) and not leaf.flags.writeable:  # (CuPy's always are)
             raise ReadOnlyDestination(f"assignment destination is read-only: the function "
                                       f"writes to argument {name!r}, whose array is not "
                                       "writeable")
