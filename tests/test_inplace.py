@@ -159,6 +159,12 @@ def diagonal_put_place(a, t, c):
     np.putmask(a, a > 6, np.array([-3.0, -4.0]))
 
 
+def traced_place_putmask(a, b):
+    np.place(a, a > 6, 0.0)  # a traced mask with one value: np.where
+    np.putmask(b, b < a, a * 10)  # values of the same size, where the traced mask holds
+    np.putmask(a, a == 0, [1.0, 2.0])  # cycled over the flat positions
+
+
 def tall():
     return np.zeros((7, 3))
 
@@ -268,6 +274,7 @@ PROGRAMS = {
     "out-methods": (out_methods, (A, np.zeros((3, 4)), np.zeros(3))),
     "copyto-fill": (copyto_fill, (A, A[::-1].copy())),
     "diagonal-put-place": (diagonal_put_place, (SQ, tall(), CUBE[:, :2, :2].copy())),
+    "traced-place-putmask": (traced_place_putmask, (A, A[::-1].copy())),
     "only-mutates": (only_mutates, (V,)),
     "overlapping": (overlapping, (A,)),
     "view-sees-write": (view_sees_write, (A,)),
