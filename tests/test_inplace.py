@@ -367,6 +367,28 @@ def test_stencil_is_one_kernel_storing_the_interior():
     assert runner.count("args = (") == 1 and "lib" not in runner  # one kernel, no copy
 
 
+def running_maximum(x):
+    out = np.zeros_like(x)
+    out[0] = x[0]
+    for i in range(1, x.shape[0]):
+        out[i] = np.maximum(out[i - 1], x[i])
+    before = out.copy()  # the version before the last write: returned, so kept
+    out[-1] = -1.0
+    return out, before
+
+
+def test_a_loop_of_writes_into_a_buffer_updates_it_in_place_on_the_cpu():
+    """Each write of the loop updates the buffer the previous one made, in its memory,
+    once every read of the old version is done; a version still needed is copied."""
+    x = rng.standard_normal(12)
+    f = tj.jit(running_maximum, backend="cpu")
+    for got, want in zip(f(x), running_maximum(x), strict=True):
+        np.testing.assert_array_equal(got, want)
+    runner = f.lower(x).source.split("# runner")[1]
+    assert runner.count("update_slice in place") == 11  # the loop's
+    assert runner.count("update_slice,") == 2  # into the zeros (a constant), and `before`
+
+
 def test_function_returning_none_that_only_writes(backend):
     def step(a, b):
         a[1:-1] = 0.5 * (b[:-2] + b[2:])
