@@ -25,6 +25,7 @@ out of loop kernels.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -125,18 +126,33 @@ def _loop_shape(node: Node) -> tuple[int, ...] | None:
 
 
 def library_early(nodes: list[Node], fusible: Callable[[Node], bool]) -> list[Node]:
-    """``nodes`` with each library node moved up to just after the last node it reads
-    (still a topological order): a slice read by the third add of ``a[:-2] + a[2:] +
-    a[1:-1]`` no longer comes between the adds and splits their loop kernel in two."""
-    order: list[Node] = []
-    made: dict[Value, Node] = {}
-    for node in nodes:
-        at = len(order)
-        if node.op != "constant" and (not fusible(node) or _loop_shape(node) is None):
-            producers = {made[v] for v in node.inputs if v in made}
-            at = max((i + 1 for i, n in enumerate(order) if n in producers), default=0)
-        order.insert(at, node)
-        made[node.out] = node
+    """``nodes`` in a topological order that takes each library node as soon as the nodes
+    it reads are taken (the rest keep their order): a slice read by the third add of
+    ``a[:-2] + a[2:] + a[1:-1]`` no longer comes between the adds and splits their loop
+    kernel in two."""
+    made = {n.out: i for i, n in enumerate(nodes)}
+    users: list[list[int]] = [[] for _ in nodes]
+    waiting = [0] * len(nodes)
+    for i, n in enumerate(nodes):
+        for j in {made[v] for v in n.inputs if v in made}:
+            users[j].append(i)
+            waiting[i] += 1
+
+    def rank(i: int) -> tuple[int, int]:
+        n = nodes[i]
+        library = n.op != "constant" and (not fusible(n) or _loop_shape(n) is None)
+        return (0 if library else 1, i)
+
+    ready = [rank(i) for i in range(len(nodes)) if not waiting[i]]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, i = heapq.heappop(ready)
+        order.append(nodes[i])
+        for u in users[i]:
+            waiting[u] -= 1
+            if not waiting[u]:
+                heapq.heappush(ready, rank(u))
     return order
 
 
