@@ -51,8 +51,8 @@ def backend(request, monkeypatch) -> str:
 
         made = api._finisher
 
-        def finisher(out_tree, graph):
-            finish = made(out_tree, graph)
+        def finisher(out_tree, graph, *writes):
+            finish = made(out_tree, graph, *writes)
             return lambda outs: finish([targets.to_host(o) if targets.device_of(o) not in (
                 None, targets.CPU) else o for o in outs])
 

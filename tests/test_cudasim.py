@@ -491,10 +491,22 @@ def test_only_the_subset_exists():
                  "RawKernel", "get_array_module", "fuse"):
         assert not hasattr(cp, name), name
     for name in ("sum", "fill", "set", "ravel", "view", "__cuda_array_interface__", "item",
-                 "__float__", "__setitem__", "__iadd__"):
+                 "__float__", "__iadd__"):
         assert not hasattr(cp.ndarray, name), name
     assert not hasattr(cp.cuda, "Stream") and not hasattr(cp.cuda.runtime, "malloc")
     assert not hasattr(cupyx, "scatter_max")
+
+
+def test_item_assignment():
+    """``x[key] = v`` (tracejit's update_slice and scatter steps and its write-back into
+    CuPy arguments use it): device arrays or scalars; index arrays wrap, as in reading."""
+    x = cp.zeros((2, 3))
+    x[0, 1:] = cp.asarray(np.array([1.0, 2.0]))
+    x[1] = 5
+    x[cp.asarray(np.array([0])), cp.asarray(np.array([-3]))] = 7.0
+    np.testing.assert_array_equal(x.get(), [[7, 1, 2], [5, 5, 5]])
+    with pytest.raises(TypeError, match="device arrays"):
+        x[0] = np.ones(3)
 
 
 def test_devices_and_transfer_counters():

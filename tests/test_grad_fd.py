@@ -199,6 +199,30 @@ CASES.update({
 })
 
 
+def _write_region(x, y):
+    """Writes into a buffer of its own (NumPy's in-place semantics, traced as update_slice)."""
+    out = x * 1.0
+    out[1:, ::2] = np.sin(y)
+    out[0] *= y[0, 1]
+    out[:, -1] += x[:, 0] ** 2
+    return out
+
+
+def _write_indices(x, y):
+    """Integer-array writes (scatter): the repeated index 0 keeps its last value."""
+    out = np.cos(x)
+    out[[0, 2, 0]] = y * 2.0
+    out[1, [3, 1]] += x[0, :2]
+    return out
+
+
+CASES.update({
+    "update_slice": Case(_write_region, [ANY, ANY], ((3, 4), (2, 2)),
+                         ops=("update_slice",)),
+    "scatter": Case(_write_indices, [ANY, ANY], ((3, 4), (3, 4)), ops=("scatter",)),
+})
+
+
 def _draw_inputs(data, case: Case):
     if case.shapes == "one":
         shapes = [data.draw(hnp.array_shapes(min_dims=0, max_dims=3, max_side=3))]

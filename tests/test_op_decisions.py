@@ -133,6 +133,10 @@ DECISIONS: dict[str, Row] = {
     "scatter_add": Row(L, {"?l": H, "ifd": L},
                        why="np.add.at on the CPU; cupyx.scatter_add uses atomicAdd, which CUDA "
                            "has for int32, float32 and float64 only"),
+    "update_slice": Row(L, L, why="a copy with a region written (x[region] = updates): NumPy "
+                                  "on the CPU, CuPy on the GPU"),
+    "scatter": Row(L, L, why="a copy with x[idx] = updates: NumPy / CuPy item assignment (CuPy's "
+                             "after a bounds check)"),
     # ------------------------------------------------------------ creation, devices
     "constant": Row(L, H, why="a value of the runner's namespace (0-d ones are inlined into "
                               "kernels as literals); on CUDA placement puts it where its users "
@@ -178,6 +182,9 @@ def sample(op: str, code: str) -> Node | None:
         "pad": lambda: _node(op, [x], widths=((1, 0), (0, 1)), value=0),
         "gather": lambda: _node(op, [x, i64], axis=0),
         "scatter_add": lambda: _node(op, [x, TensorType((3, 32), dt), i64], axis=0),
+        "update_slice": lambda: _node(op, [x, TensorType((4, 16), dt)], starts=(0, 0),
+                                      stops=(4, 32), steps=(1, 2)),
+        "scatter": lambda: _node(op, [x, TensorType((3, 32), dt), i64], axis=0),
         "constant": lambda: _node(op, [], value=np.zeros((4, 32), dt)),
         "full": lambda: _node(op, [], shape=(4, 32), dtype=dt, value=0),
         "transfer": lambda: _node(op, [x], source="cpu", device="cuda:0"),

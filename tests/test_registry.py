@@ -82,6 +82,15 @@ def test_binary_ufunc_all_dtype_pairs(name, backend):
 
 # One case per non-ufunc op: (function, args). Each must produce its op when traced.
 F32 = sample(np.float32, (3, 4))
+
+
+def _written(x, key, value):
+    """``x[key] = value`` on a copy (the copy keeps NumPy from changing the argument)."""
+    out = x.copy()
+    out[key] = value
+    return out
+
+
 I64 = np.array([2, 0, -1], dtype=np.int64)
 SQUARE = np.array([[2.0, 1.0, 0.5], [-1.0, 3.0, 0.25], [0.0, 1.5, 4.0]], dtype=np.float32)
 OP_CASES = {
@@ -119,6 +128,8 @@ OP_CASES = {
     "qr": (lambda a: np.linalg.qr(a, mode="complete"), (F32.T,)),
     "eigh": (lambda a: np.linalg.eigh(a + a.T), (SQUARE,)),
     "svd": (lambda a: np.linalg.svd(a, full_matrices=False), (F32,)),
+    "update_slice": (lambda x: _written(x, (slice(None, None, -2), slice(1, 3)), 7), (F32,)),
+    "scatter": (lambda x, i: _written(x, (slice(None), i), x[:, :3] * 2), (F32, I64)),
     "constant": (lambda x: x + np.arange(4), (F32,)),
     "full": (lambda x: np.full_like(x, 3), (F32,)),
     # seeded inside: NumPy and the jitted function draw the same numbers (test_random.py)

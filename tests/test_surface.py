@@ -115,7 +115,8 @@ def with_scalar(fn: Callable, scalar: Any, reflected: bool = False) -> Callable:
 
 def inplace(fn: Callable) -> Callable:
     """``x op= y`` (``operator.iadd`` is what ``x += y`` runs), returning the rebound ``x``.
-    On a copy: in-place writes to an argument raise InPlaceArgumentError (test_refusals)."""
+    On a copy, so that the argument stays the same for NumPy (test_inplace checks writes
+    to arguments)."""
 
     def update(x, y):
         x = getattr(x, "copy", lambda: x)()

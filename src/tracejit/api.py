@@ -42,12 +42,15 @@ from .check import compile_checked, internal_error, resolve_mode
 from .config import compile_mode, config
 from .errors import (
     ConcretizationError,
+    InPlaceArgumentError,
     InvalidArgument,
     IRError,
+    ReadOnlyDestination,
     RetraceWarning,
     TracejitError,
 )
 from .ir import Graph, TensorType, verify
+from .ir.ops import slice_key
 from .ir.random_ops import GENERATOR
 from .ir.types import WEAK_DEFAULT
 from .passes import run_pipeline
@@ -56,7 +59,6 @@ from .profiler import ACTIVE as _PROFILES
 from .trace import Tracer, pytree, trace_function
 from .trace.core import array_problem
 from .trace.random import GENERATORS, TracedGenerator, traced_generator, traced_static
-from .trace.tracer import as_arguments
 
 CacheInfo = namedtuple("CacheInfo", "hits misses signatures")
 
@@ -126,16 +128,19 @@ class _Entry:
     ``profiled`` is its profiling runner, built when first needed."""
 
     __slots__ = ("run", "runner", "out_tree", "lowered", "compile_s", "profiled", "finish",
-                 "pending", "interpreting")
+                 "pending", "interpreting", "writes")
 
-    def __init__(self, runner: Runner, out_tree, lowered: Lowered, compile_s: float):
-        self.run = runner.fn
+    def __init__(self, runner: Runner, out_tree, lowered: Lowered, compile_s: float,
+                 writes: tuple = ()):
+        self.writes = writes  # (argument leaf, regions) it writes to: see trace_function
+        self.run = _writing(runner.fn, writes, lowered.optimized_graph)
         self.runner = runner
         self.out_tree = out_tree
         self.lowered = lowered
         self.compile_s = compile_s
         self.profiled: Runner | None = None
-        self.finish = _finisher(out_tree, lowered.optimized_graph)
+        self.finish = _finisher(out_tree, lowered.optimized_graph,
+                                sum(len(regions) for _, regions in writes))
         self.pending: Future | None = None  # the compiled runner (compile="background")
         self.interpreting = False  # runner is the interpreter, until ``pending`` is done
 
@@ -159,7 +164,7 @@ class _Entry:
                 self.pending.set_exception(e)
                 return
             self.runner, self.profiled = runner, None
-            self.run = runner.fn  # the switch: the next call runs the kernels
+            self.run = _writing(runner.fn, self.writes, self.lowered.optimized_graph)  # switch
             self.interpreting = False
             _log_switch(self, time.perf_counter() - start)
             done_pending = self.pending
@@ -413,7 +418,7 @@ class JitFunction:
         else:
             sig, leaves = self._signature(args, kwargs, bound, device, strict)
             if sig is None:  # called on Tracers from an enclosing trace: inline the function
-                return self._fn(*as_arguments(args), **as_arguments(kwargs))
+                return self._fn(*args, **kwargs)  # (its writes reach the caller's tracers)
         entry = self._lookup(sig)
         if entry is None:
             try:
@@ -493,8 +498,10 @@ class JitFunction:
         t0 = time.perf_counter()
         stage, graph, optimized = "tracing", None, None
         backend = get_backend(self._backend if sig.device is None else sig.device.kind)
+        writes: list = []
         try:
-            graph, out_tree = trace_function(self._fn, build_args, types, names, fn_name)
+            graph, out_tree = trace_function(self._fn, build_args, types, names, fn_name,
+                                             writes)
             t1 = time.perf_counter()
             stage = "passes"
             optimized = run_pipeline(graph)
@@ -524,7 +531,8 @@ class JitFunction:
                                  arguments=dict(zip(names, leaves, strict=False)),
                                  traced=graph, optimized=optimized, backend=backend) from e
         t3 = time.perf_counter()
-        entry = _Entry(run, out_tree, Lowered(graph, optimized, backend.name), t3 - t0)
+        entry = _Entry(run, out_tree, Lowered(graph, optimized, backend.name), t3 - t0,
+                       tuple(writes))
         if later is not None:
             entry.switch_later(later, True)
         elif run.faster is not None:
@@ -670,9 +678,10 @@ def _profiled_call(entry: _Entry, leaves) -> list:
             runner = entry.profiled = entry.runner.profiled()
             entry.compile_s += time.perf_counter() - start
         start = time.perf_counter()
+        _check_writeable(entry.writes, leaves, entry.lowered.optimized_graph)
         outs, times = runner.timed(*leaves)
         profiler.record(entry, runner.steps, time.perf_counter() - start, times)
-    return outs
+    return _write_back(entry.writes, leaves, outs)
 
 
 @functools.lru_cache(maxsize=64)
@@ -753,9 +762,64 @@ def _first(outs):
     return outs[0]
 
 
-def _finisher(out_tree, graph: Graph):
-    """The function from a runner's output list to what the user gets back."""
-    copy = _shared_outputs(graph)
+def _writing(fn, writes: tuple, graph: Graph):
+    """``fn`` (a runner's), then what the function wrote to its arguments (its last
+    outputs: see ``trace_function``) stored into the caller's arrays, as NumPy would have
+    changed them; returns the function's own outputs."""
+    if not writes:
+        return fn
+
+    def run(*leaves):
+        _check_writeable(writes, leaves, graph)
+        return _write_back(writes, leaves, fn(*leaves))
+
+    return run
+
+
+def _check_writeable(writes: tuple, leaves, graph: Graph) -> None:
+    """Before running: every array written to is writeable, and shares no memory with
+    another argument (the trace took them for separate arrays, which NumPy would not)."""
+    arrays = [(j, x) for j, x in enumerate(leaves) if isinstance(x, np.ndarray)]
+    for i, _ in writes:
+        leaf, name = leaves[i], graph.inputs[i].name or f"in{i}"
+        if isinstance(leaf, np.ndarray) and not leaf.flags.writeable:  # (CuPy's always are)
+            raise ReadOnlyDestination(f"assignment destination is read-only: the function "
+                                      f"writes to argument {name!r}, whose array is not "
+                                      "writeable")
+        other = next((j for j, x in arrays if j != i and isinstance(leaf, np.ndarray)
+                      and np.may_share_memory(leaf, x)), None)
+        if other is not None:
+            raise InPlaceArgumentError(
+                f"the function writes to argument {name!r}, which shares memory with "
+                f"argument {graph.inputs[other].name or f'in{other}'!r}: the trace took "
+                "them for separate arrays", hint="pass a copy of one of them")
+
+
+def _write_back(writes: tuple, leaves, outs) -> list:
+    n = len(outs) - sum(len(regions) for _, regions in writes)
+    written = [leaves[i] for i, _ in writes if isinstance(leaves[i], np.ndarray)]
+    # an output may be the runner's view of an argument written below: keep what it holds
+    outs = [o.copy() if isinstance(o, np.ndarray) and any(
+        np.may_share_memory(o, w) for w in written) else o for o in outs]
+    stored = iter(outs[n:])
+    for i, regions in writes:
+        leaf = leaves[i]
+        where = targets.device_of(leaf)
+        for attrs in regions:
+            new = next(stored)
+            key = Ellipsis if attrs is None else slice_key(**attrs)
+            if isinstance(leaf, np.ndarray):
+                leaf[key] = targets.to_host(new)
+            elif where is not None:  # a CuPy array: updated on its device
+                leaf[key] = targets.to_device(new, where)
+            # (a Python or NumPy scalar cannot change: the caller keeps its value, as NumPy)
+    return outs[:n]
+
+
+def _finisher(out_tree, graph: Graph, writes: int = 0):
+    """The function from a runner's output list (without the ``writes`` last outputs of
+    the graph, the arguments' new versions) to what the user gets back."""
+    copy = _shared_outputs(graph)[:len(graph.outputs) - writes]
     if out_tree is pytree.LEAF:
         if copy[0]:
             return lambda outs: _finish(_copy(outs[0]))

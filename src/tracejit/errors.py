@@ -144,12 +144,14 @@ class RetraceWarning(UserWarning):
 
 
 class InPlaceArgumentError(UnsupportedOperation):
-    """An in-place write (``x += ...``, ``x[i] = ...``) to an argument or a view of one,
-    which NumPy would make visible to the caller and a jitted function cannot (yet)."""
+    """An in-place write (``x[i] = v``, ``x += y``, ``out=``) that a jitted function cannot
+    honour as NumPy would: into a NumPy array that is no argument of the traced function
+    (a global or closure buffer: the write would happen once, while tracing), or one whose
+    effect depends on the data in a way tracing cannot decide."""
 
     default_hint = (
-        "return the new value instead (x = x + y; return x) and assign it in the caller, "
-        "or copy first (x = x.copy()) if the caller must not see the change"
+        "pass the array to write as an argument of the jitted function (writes to arguments "
+        "reach the caller, as in NumPy), or use the returned value"
     )
 
 
@@ -164,6 +166,13 @@ class FrozenRandomState(UnsupportedOperation):
         "pass the generator to the jitted function as an argument (f(x, rng)), or call "
         "np.random.<function> through the np.random module inside the function"
     )
+
+
+class ReadOnlyDestination(TracejitError, ValueError):
+    """A write into an array NumPy makes read-only: a broadcast view (``np.broadcast_to``)
+    or an argument whose ``flags.writeable`` is False."""
+
+    default_hint = "write into a copy (x = x.copy()), or make the array writeable"
 
 
 class KernelMismatch(TracejitError, RuntimeError):

@@ -204,6 +204,17 @@ class ndarray:
         a = _operand(self, "integer-array indexing")
         return _new(a[key])
 
+    def __setitem__(self, key, value) -> None:
+        """``x[key] = value`` with a device array on the current device or a scalar (CuPy
+        would copy a NumPy array implicitly: refused, as everywhere here)."""
+        key, _ = _index(self, key)
+        if isinstance(value, np.ndarray):
+            raise TypeError("cudasim: item assignment takes device arrays (cupy.asarray a "
+                            "NumPy array first) or scalars")
+        if isinstance(value, ndarray):
+            value = _operand(value, "item assignment")
+        _operand(self, "item assignment")[key] = value
+
     # ------------------------------------------------------------ Python protocols
 
     def __len__(self) -> int:

@@ -24,7 +24,7 @@ from ..passes.stabilize import stabilize_nodes
 from ..trace import Tracer, pytree
 from ..trace import core as _core
 from ..trace.core import Trace, bind
-from ..trace.tracer import as_arguments
+from ..trace.updates import write
 from .backward import backward
 
 JACOBIAN_MAX_OUTPUTS = 1024  # jacobian unrolls one reverse walk per output element
@@ -83,15 +83,16 @@ def _primal(trace: Trace, leaf, what: str, fn) -> Tracer:
             f"cannot differentiate {_describe(fn)} with respect to {what}: it has dtype "
             f"{t.dtype} ({t}); gradients are defined for real floating inputs only",
             hint="convert it with .astype(np.float64), or leave it out of argnums")
-    return bind("reshape", Tracer(value, trace, arg=f"argument {what}"), shape=t.shape)
+    fresh = bind("reshape", Tracer(value, trace), shape=t.shape)
+    return Tracer(fresh._value, trace)  # an array of its own, not a view of the leaf
 
 
-def _flatten_primals(trace, args, argnums, fn) -> tuple[list, list[Tracer], list]:
-    """The arguments with fresh values in the differentiated positions, those values, and
-    one tree definition per position."""
+def _flatten_primals(trace, args, argnums, fn) -> tuple[list, list[Tracer], list, list]:
+    """The arguments with fresh values in the differentiated positions, those values, one
+    tree definition per position, and the leaves they stand for."""
     args = list(args)
     wrt: list[Tracer] = []
-    trees = []
+    trees, origins = [], []
     for i in argnums:
         leaves, tree = pytree.flatten(args[i])
         paths = pytree.leaf_paths(tree, _param_name(fn, i))
@@ -99,8 +100,17 @@ def _flatten_primals(trace, args, argnums, fn) -> tuple[list, list[Tracer], list
                                                                        strict=True)]
         args[i] = pytree.unflatten(tree, fresh)
         wrt += fresh
+        origins += leaves
         trees.append((tree, len(fresh)))
-    return args, wrt, trees
+    return args, wrt, trees, origins
+
+
+def _carry_writes(origins: list, wrt: list[Tracer]) -> None:
+    """The function wrote to arguments it is differentiated by: its caller's arrays (the
+    leaves they stand for) change too, as NumPy would have changed them."""
+    for leaf, w in zip(origins, wrt, strict=True):
+        if w._seen and isinstance(leaf, Tracer):
+            write(leaf, w)
 
 
 def _unflatten_grads(grads: list, trees, single: bool):
@@ -165,7 +175,7 @@ class _Transformed:
 
     def __call__(self, *args, **kwargs):
         if _active_trace() is not None:  # its arguments are the caller's arrays
-            return self._traced(as_arguments(args), as_arguments(kwargs))
+            return self._traced(args, kwargs)
         return self._jit(*args, **kwargs)
 
     def lower(self, *args, **kwargs):
@@ -189,13 +199,15 @@ class GradFunction(_Transformed):
     def _traced(self, args, kwargs):
         trace = _core.current()
         argnums = _normalize_argnums(self._argnums, len(args), self._fn)
-        args, wrt, trees = _flatten_primals(trace, args, argnums, self._fn)
+        args, wrt, trees, origins = _flatten_primals(trace, args, argnums, self._fn)
+        inputs = [w._value for w in wrt]  # (before the function may write to them)
         start = len(trace.nodes)
         out, aux = _split_aux(self._fn(*args, **kwargs), self._has_aux, self._fn)
+        _carry_writes(origins, wrt)
         value = _scalar_output(trace, out, self._fn)
         end = _stabilize(trace, start)
         seed = bind("full", shape=(), dtype=value.type.dtype, value=1)
-        grads = backward(trace, start, end, [(value, seed)], [w._value for w in wrt])
+        grads = backward(trace, start, end, [(value, seed)], inputs)
         g = _unflatten_grads(grads, trees, isinstance(self._argnums, (int, np.integer)))
         if self._with_value:
             out = Tracer(value, trace)
@@ -270,9 +282,11 @@ def _vjp_traced(fn, primals, has_aux: bool):
     """``(out, vjp_fn[, aux])`` recorded in the active trace."""
     trace = _core.current()
     argnums = tuple(range(len(primals)))
-    args, wrt, trees = _flatten_primals(trace, primals, argnums, fn)
+    args, wrt, trees, origins = _flatten_primals(trace, primals, argnums, fn)
+    inputs = [w._value for w in wrt]  # (before the function may write to them)
     start = len(trace.nodes)
     out, aux = _split_aux(fn(*args), has_aux, fn)
+    _carry_writes(origins, wrt)
     out_leaves, out_tree = pytree.flatten(out)
     end = _stabilize(trace, start)
 
@@ -281,7 +295,7 @@ def _vjp_traced(fn, primals, has_aux: bool):
             raise InvalidArgument("this vjp_fn belongs to a trace that has finished",
                                   hint="call vjp_fn inside the function that called vjp")
         seeds = _seeds(trace, out_leaves, out_tree, cotangent, fn)
-        grads = backward(trace, start, end, seeds, [w._value for w in wrt])
+        grads = backward(trace, start, end, seeds, inputs)
         return _unflatten_grads(grads, trees, False)
 
     return out, vjp_fn, aux
@@ -341,9 +355,11 @@ class JacobianFunction(_Transformed):
     def _traced(self, args, kwargs):
         trace = _core.current()
         argnums = _normalize_argnums(self._argnums, len(args), self._fn)
-        args, wrt, trees = _flatten_primals(trace, args, argnums, self._fn)
+        args, wrt, trees, origins = _flatten_primals(trace, args, argnums, self._fn)
+        inputs = [w._value for w in wrt]  # (before the function may write to them)
         start = len(trace.nodes)
         out_leaves, out_tree = pytree.flatten(self._fn(*args, **kwargs))
+        _carry_writes(origins, wrt)
         values = [trace.lift(o) for o in out_leaves]
         end = _stabilize(trace, start)
         total = sum(v.type.size for v in values)
@@ -364,7 +380,7 @@ class JacobianFunction(_Transformed):
                 onehot = np.zeros(v.type.size, v.type.dtype)
                 onehot[k] = 1
                 seed = Tracer(trace.constant(onehot.reshape(v.type.shape)), trace)
-                rows.append(backward(trace, start, end, [(v, seed)], [w._value for w in wrt]))
+                rows.append(backward(trace, start, end, [(v, seed)], inputs))
             jac = [_stack_rows([r[j] for r in rows], v.type.shape, w) for j, w in
                    enumerate(wrt)]
             per_output.append(_unflatten_grads(jac, trees, single))

@@ -336,6 +336,22 @@ def _scatter_add_rule(g, ans, x, updates, *idx, axis):
     return (g, bind("gather", g, *idx, axis=axis)) + (None,) * len(idx)
 
 
+def _update_slice_rule(g, ans, x, updates, *, starts, stops, steps):
+    """JAX's ``.at[region].set``: the written region's cotangent goes to the updates, the
+    rest to x."""
+    attrs = {"starts": starts, "stops": stops, "steps": steps}
+    zeros = bind("full", shape=updates.shape, dtype=g.dtype, value=0)
+    return (bind("update_slice", g, zeros, **attrs), bind("slice", g, **attrs))
+
+
+def _scatter_rule(g, ans, x, updates, *idx, axis):
+    """JAX's ``.at[idx].set`` (each written position's cotangent goes to its update: with
+    repeated traced indices, to each of them)."""
+    zeros = bind("full", shape=updates.shape, dtype=g.dtype, value=0)
+    return ((bind("scatter", g, zeros, *idx, axis=axis), bind("gather", g, *idx, axis=axis))
+            + (None,) * len(idx))
+
+
 # ---------------------------------------------------------------- the table
 
 LN2, LN10 = math.log(2.0), math.log(10.0)
@@ -399,6 +415,8 @@ VJP = {
     "pad": _pad_rule,
     "gather": _gather_rule,
     "scatter_add": _scatter_add_rule,
+    "update_slice": _update_slice_rule,
+    "scatter": _scatter_rule,
     "constant": lambda g, ans, **attrs: (),  # no inputs: nothing to propagate
     "full": lambda g, ans, **attrs: (),
     **LINALG_VJP,

@@ -426,6 +426,56 @@ register("scatter_add", Kind.INDEXING, _scatter_add_rule, _scatter_add,
          "a copy of x with np.add.at(out, (:, ..., i0, i1, ...), updates) starting at `axis`",
          exactness=Exactness.ORDER)
 
+
+# ---------------------------------------------------------------- functional updates
+# In-place writes (x[key] = v, x += y, out=) are traced as these: a new version of the
+# array, so the graph stays SSA (trace/updates.py; JAX's .at[].set).
+
+
+def _check_update(name: str, x: TensorType, updates: TensorType,
+                  region: tuple[int, ...]) -> TensorType:
+    if updates.shape != region:
+        raise ShapeError(f"{name}: updates of shape {updates.shape} for a region of shape "
+                         f"{region}")
+    if updates.dtype != x.dtype:
+        raise DTypeError(f"{name}: updates of dtype {updates.dtype} into {x.dtype}")
+    return TensorType(x.shape, x.dtype)
+
+
+def _update_slice_rule(x: TensorType, updates: TensorType, *, starts, stops,
+                       steps) -> TensorType:
+    region = _slice_rule(x, starts=starts, stops=stops, steps=steps).shape
+    return _check_update("update_slice", x, updates, region)
+
+
+def _update_slice(x, updates, *, starts, stops, steps):
+    out = np.array(x, copy=True)
+    out[slice_key(starts, stops, steps)] = updates
+    return out
+
+
+register("update_slice", Kind.STRUCTURAL, _update_slice_rule, _update_slice,
+         "a copy of x with x[a:b:s, ...] = updates (the slice op's attributes; updates has "
+         "the region's shape and x's dtype)")
+
+
+def _scatter_rule(x: TensorType, updates: TensorType, *idx: TensorType,
+                  axis: int) -> TensorType:
+    return _check_update("scatter", x, updates, _gather_rule(x, *idx, axis=axis).shape)
+
+
+def _scatter(x, updates, *idx, axis):
+    out = np.array(x, copy=True)
+    out[(slice(None),) * axis + idx] = updates
+    return out
+
+
+# Repeated indices: the last update wins, as NumPy's item assignment (the tracer drops the
+# others when the indices are constants, so the gradient goes to the update that stays).
+register("scatter", Kind.INDEXING, _scatter_rule, _scatter,
+         "a copy of x with x[:, ..., i0, i1, ...] = updates starting at `axis` (integer "
+         "arrays; negative indices wrap, out-of-range raises IndexError)")
+
 # ---------------------------------------------------------------- creation
 
 

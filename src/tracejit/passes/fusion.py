@@ -25,6 +25,7 @@ out of loop kernels.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -124,11 +125,42 @@ def _loop_shape(node: Node) -> tuple[int, ...] | None:
     return None
 
 
+def library_early(nodes: list[Node], fusible: Callable[[Node], bool]) -> list[Node]:
+    """``nodes`` in a topological order that takes each library node as soon as the nodes
+    it reads are taken (the rest keep their order): a slice read by the third add of
+    ``a[:-2] + a[2:] + a[1:-1]`` no longer comes between the adds and splits their loop
+    kernel in two."""
+    made = {n.out: i for i, n in enumerate(nodes)}
+    users: list[list[int]] = [[] for _ in nodes]
+    waiting = [0] * len(nodes)
+    for i, n in enumerate(nodes):
+        for j in {made[v] for v in n.inputs if v in made}:
+            users[j].append(i)
+            waiting[i] += 1
+
+    def rank(i: int) -> tuple[int, int]:
+        n = nodes[i]
+        library = n.op != "constant" and (not fusible(n) or _loop_shape(n) is None)
+        return (0 if library else 1, i)
+
+    ready = [rank(i) for i in range(len(nodes)) if not waiting[i]]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, i = heapq.heappop(ready)
+        order.append(nodes[i])
+        for u in users[i]:
+            waiting[u] -= 1
+            if not waiting[u]:
+                heapq.heappush(ready, rank(u))
+    return order
+
+
 def fuse(graph: Graph, fusible: Callable[[Node], bool] = lambda n: True) -> list[Kernel]:
     kernels: list[Kernel] = []
     home: dict[Value, int] = {}  # value -> index of the kernel that computes it
     reduced: set[Value] = set()  # reduction results: complete only after their loop ends
-    for node in graph.nodes:
+    for node in library_early(graph.nodes, fusible):
         if node.op == "constant":
             continue  # constants are values the backend holds, not work
         shape = _loop_shape(node) if fusible(node) else None

@@ -9,6 +9,7 @@ from ..ir import Graph, TensorType
 from . import array_methods, creation, linalg, pytree, random  # noqa: F401  (registering)
 from .core import Trace, tracing
 from .tracer import Tracer
+from .updates import stores
 
 array_methods.install()  # before any Tracer exists: NumPy's protocols, operators, methods
 
@@ -16,9 +17,15 @@ __all__ = ["Tracer", "trace_function"]
 assert creation  # imported for its registrations (np.array, np.zeros, ... while tracing)
 
 
-def trace_function(fn, build_args, in_types: list[TensorType], in_names: list[str], name: str):
+def trace_function(fn, build_args, in_types: list[TensorType], in_names: list[str], name: str,
+                   writes: list | None = None):
     """Trace ``fn``. ``build_args(leaves)`` rebuilds the call's ``(args, kwargs)`` from one
-    Tracer per dynamic leaf. Returns the graph and the output tree definition."""
+    Tracer per dynamic leaf. Returns the graph and the output tree definition. With a
+    ``writes`` list, each leaf the function wrote to (in place, as NumPy lets it) is
+    appended to it as ``(leaf index, regions)`` and what to store into the caller's array
+    to the graph's outputs, after the function's own (see ``updates.stores``): the leaf's
+    last version (``regions`` is ``(None,)``), or the updates of the regions it wrote (one
+    output per region, each ``slice`` attributes, stored in order)."""
     t = Trace(name)
     with tracing(t):
         leaves = [t.new_input(ty, nm) for ty, nm in zip(in_types, in_names, strict=True)]
@@ -32,7 +39,13 @@ def trace_function(fn, build_args, in_types: list[TensorType], in_names: list[st
                     f"{name} returned a {type(leaf).__name__}; jitted functions must return "
                     "arrays, scalars, or tuples/lists/dicts of them",
                 )
-        graph: Graph = t.finish(out_leaves)
+        stored = []
+        for i, leaf in enumerate(leaves):
+            if writes is not None and leaf._seen:
+                parts = stores(t.nodes, t.inputs[i], leaf._value)
+                writes.append((i, tuple(attrs for attrs, _ in parts)))
+                stored += [value for _, value in parts]
+        graph: Graph = t.finish(out_leaves + [Tracer(v, t) for v in stored])
     return graph, out_tree
 
 

@@ -8,14 +8,15 @@ never imports the layers above it: the modules of ``trace/`` form a DAG.
 
 from __future__ import annotations
 
+import dis
+import sys
 from types import FunctionType
 
 import numpy as np
 
-from ..errors import UnsupportedOperation
-from . import numpy_api, numpy_more, ordering, quantiles, traced_quantiles  # noqa: F401
+from . import numpy_api, numpy_more, ordering, quantiles, traced_quantiles, updates  # noqa: F401
 from .indexing import getitem
-from .tracer import Tracer, _inplace_error
+from .tracer import Tracer
 
 # Python operators: each maps to the ufunc NumPy's ndarray uses, so semantics are NumPy's.
 _BINARY = {
@@ -29,11 +30,6 @@ _COMPARISONS = {
     "gt": np.greater, "ge": np.greater_equal,
 }
 _UNARY = {"neg": np.negative, "pos": np.positive, "abs": np.absolute, "invert": np.invert}
-
-_SYMBOLS = {np.add: "+", np.subtract: "-", np.multiply: "*", np.true_divide: "/",
-            np.floor_divide: "//", np.remainder: "%", np.power: "**", np.matmul: "@",
-            np.bitwise_and: "&", np.bitwise_or: "|", np.bitwise_xor: "^",
-            np.left_shift: "<<", np.right_shift: ">>"}
 
 
 class _ArrayMethods:
@@ -70,6 +66,8 @@ class _ArrayMethods:
 
     # ------------------------------------------------------------ NumPy protocols
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if method == "at":
+            return updates.ufunc_at(ufunc, *inputs, **kwargs)
         return numpy_api.apply_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
@@ -77,7 +75,16 @@ class _ArrayMethods:
 
     # ------------------------------------------------------------ indexing
     def __getitem__(self, key):
+        mask = updates.traced_mask(key)
+        if mask is not None and _augmented_subscript(sys._getframe(1)):
+            return updates.MaskedSelection(self, mask)  # x[mask] op= v: see there
         return getitem(self, key)
+
+    def __setitem__(self, key, value):
+        updates.setitem(self, key, value)
+
+    def fill(self, value):
+        updates.setitem(self, Ellipsis, value)
 
     # ------------------------------------------------------------ methods
     def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
@@ -102,7 +109,7 @@ class _ArrayMethods:
         return numpy_api.ravel(self, order)
 
     def flatten(self, order="C"):
-        return numpy_api.ravel(self, order)
+        return numpy_api.ravel(self, order).copy()  # always a copy, unlike ravel
 
     def dot(self, b, out=None):
         return numpy_api.dot(self, b, out=out)
@@ -168,10 +175,11 @@ class _ArrayMethods:
         return ordering.searchsorted(self, v, side, sorter)
 
     def sort(self, axis=-1, kind=None, order=None, *, stable=None):
-        raise _inplace_sort(self, "sort")
+        """In place, as ndarray.sort: a write of the sorted array into this one."""
+        self[...] = ordering.sort(self, axis, kind, order, stable=stable)
 
     def partition(self, kth, axis=-1, kind="introselect", order=None):
-        raise _inplace_sort(self, "partition")
+        self[...] = ordering.partition(self, kth, axis, kind, order)
 
     def __divmod__(self, other):
         return (numpy_api.operator(np.floor_divide, self, other),
@@ -182,13 +190,17 @@ class _ArrayMethods:
                 numpy_api.operator(np.remainder, other, self))
 
 
-def _inplace_sort(x: Tracer, name: str) -> UnsupportedOperation:
-    """``x.sort()`` sorts in place, which traced arrays cannot do yet."""
-    hint = f"use the function, which returns a new array: x = np.{name}(x, ...)"
-    if x._arg:
-        return _inplace_error(x, f"ndarray.{name}()", hint=hint)
-    return UnsupportedOperation(f"ndarray.{name}() sorts in place: arrays are immutable "
-                                "inside a jitted function", hint=hint)
+def _augmented_subscript(frame) -> bool:
+    """Whether ``frame`` is reading ``x[key]`` for an augmented assignment ``x[key] op= v``:
+    CPython compiles it as ``COPY 2; COPY 2`` (``DUP_TOP_TWO`` before 3.11) just before
+    the subscript, which a plain read never has."""
+    seen = []  # (f_lasti may point into the subscript's inline cache once specialised)
+    for ins in dis.get_instructions(frame.f_code):
+        if ins.offset > frame.f_lasti:
+            break
+        seen.append((ins.opname, ins.arg))
+    before = seen[-3:-1]
+    return before == [("COPY", 2), ("COPY", 2)] or before[-1:] == [("DUP_TOP_TWO", None)]
 
 
 def _binary(ufunc):
@@ -201,9 +213,10 @@ def _binary(ufunc):
 
     def iop(self, other):
         result = numpy_api.inplace(ufunc, self, other)  # first NumPy's own errors
-        if self._arg and not (self._scalar or self.aval.weak):  # scalars rebind
-            raise _inplace_error(self, f"{_SYMBOLS[ufunc]}=")
-        return result
+        if self._scalar or self.aval.weak:  # scalars rebind
+            return result
+        updates.write(self, result)  # an array changes in place: its views see it
+        return self
 
     return op, rop, iop
 
@@ -225,6 +238,7 @@ def install() -> None:
         setattr(Tracer, f"__{name}__", op)
         setattr(Tracer, f"__r{name}__", rop)
         setattr(Tracer, f"__i{name}__", iop)
+        setattr(updates.MaskedSelection, f"__i{name}__", updates.MaskedSelection.operator(ufunc))
     for name, ufunc in _COMPARISONS.items():
         setattr(Tracer, f"__{name}__", _binary(ufunc)[0])
     for name, ufunc in _UNARY.items():

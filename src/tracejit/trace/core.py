@@ -13,6 +13,7 @@ from ..ir.registry import COMPARISONS, REGISTRY
 from ..ir.types import type_of_constant
 from ..locations import user_location
 from . import intercept
+from .layout import reshape_strides, strides_of
 from .tracer import Tracer, known_result
 
 _state = threading.local()
@@ -99,7 +100,7 @@ class Trace:
     def new_input(self, type: TensorType, name: str):
         v = Value(type, name)
         self.inputs.append(v)
-        return Tracer(v, self, arg=f"argument {name!r}")
+        return Tracer(v, self)
 
     def lift(self, x) -> Value:
         """The IR value of an operand: a Tracer of this trace, or a literal made a constant."""
@@ -141,16 +142,17 @@ class Trace:
         out_type = opdef.rule(*(v.type for v in inputs), **attrs)
         if opdef.ufunc is not None and op not in COMPARISONS:
             _check_int_literals(opdef.ufunc, operands, inputs)
+        out = Tracer(self._emit(op, inputs, attrs, out_type), self)
         base = operands[0] if op in VIEW_OPS and operands else None
-        arg = base._arg if isinstance(base, Tracer) else None  # a view of an argument is one
-        out = Tracer(self._emit(op, inputs, attrs, out_type), self, arg=arg)
+        if isinstance(base, Tracer) and _is_view(base, op, attrs):
+            out._view_of(base, op, attrs)
         # np.zeros(3) made in the function, and what is computed from such arrays alone,
         # keep their value for concrete uses (.tolist(), int(), if): see Tracer._const. A
         # random draw is never known: its value is the next call's, and computing it now
         # would advance the generator while tracing.
         if not opdef.effect:
             out._const = known_result(op, opdef.impl, operands, attrs, out_type,
-                                      base is not None)
+                                      out._base is not None)
         return out
 
     def _emit(self, op, inputs, attrs, out_type) -> Value:
@@ -162,6 +164,18 @@ class Trace:
         outs = [self.lift(x) for x in outputs]
         self.active = False
         return Graph(self.inputs, self.nodes, outs, self.name)
+
+
+def _is_view(base: Tracer, op: str, attrs: dict) -> bool:
+    """Whether NumPy makes the result of ``op`` on ``base`` a view of it: never of a
+    scalar (NumPy's are immutable), and a reshape only where no copy is needed."""
+    if base._scalar or base.aval.weak:
+        return False
+    if op != "reshape":
+        return True
+    root = base if base._base is None else base._base
+    shape, strides = strides_of(root.shape, base._path)
+    return reshape_strides(shape, strides, attrs["shape"]) is not None
 
 
 def current() -> Trace:

@@ -12,7 +12,7 @@ from .tracer import Tracer
 
 # gather and slice_attrs are indexing steps flip, split and take use too, so they live in
 # numpy_api (below this module); re-exported where they were.
-__all__ = ["gather", "getitem", "slice_attrs"]
+__all__ = ["expand_key", "gather", "getitem", "slice_attrs"]
 
 _MASK_HINT = (
     "boolean-mask indexing x[mask] has a shape that depends on the data; use "
@@ -20,7 +20,7 @@ _MASK_HINT = (
 )
 
 
-def _expand_key(key, shape):
+def expand_key(key, shape):
     """Normalise ``key`` to a tuple with Ellipsis expanded and boolean masks converted."""
     ndim = len(shape)
     key = key if isinstance(key, tuple) else (key,)
@@ -87,7 +87,7 @@ def _masks_to_indices(key, shape):
 
 def getitem(x, key):
     t = aval(x)
-    key = _expand_key(key, t.shape)
+    key = expand_key(key, t.shape)
     # None inserts a size-1 axis: do it first, then index that axis with a full slice.
     new_axes = [i for i, k in enumerate(key) if k is None]
     if new_axes:
@@ -98,7 +98,8 @@ def getitem(x, key):
     if not advanced:
         out = basic_index(x, shape, key)
         if any(is_int(k) for k in key) and aval(out).ndim == 0 and isinstance(out, Tracer):
-            out._scalar = True  # x[i, j] of an array is a NumPy scalar
+            # x[i, j] of an array is a NumPy scalar: a copy, which later writes leave alone
+            out = Tracer(out._value, out._trace, scalar=True)
         return out
     # With an array index, integers are advanced indices too (NumPy's rule).
     key = [np.asarray(k, np.int64) if is_int(k) else k for k in key]

@@ -8,6 +8,7 @@ compositions here too, following NumPy's own definitions so dtypes and values ag
 from __future__ import annotations
 
 import builtins
+import functools
 import inspect
 import math
 import string
@@ -18,6 +19,7 @@ from ..errors import (
     ConcretizationError,
     DTypeError,
     IndexOutOfBounds,
+    InPlaceArgumentError,
     ShapeError,
     TracejitError,
     UnsupportedOperation,
@@ -87,12 +89,75 @@ def _as_strong_operand(x):
 
 
 def _reject_out(name: str, out) -> None:
+    """For a function that has no ``out`` here (NumPy's may)."""
     if out is None or (type(out) is tuple and builtins.all(o is None for o in out)):
         return
     raise UnsupportedOperation(
         f"numpy.{name}(..., out=...) is not supported inside a jitted function",
-        hint="arrays are immutable while tracing; use the returned value instead of out=",
+        hint="use the returned value instead of out=",
     )
+
+
+def store_out(name: str, out, result, casting: str | None, ufunc=None):
+    """``out[...] = result`` as NumPy's ``out=`` does, and ``out``: the result cast with
+    ``casting`` (None: out must have the result's dtype exactly, as np.dot's), and for a
+    ufunc broadcast into out's shape, else of exactly that shape. ``out`` may be a tuple,
+    one entry per result (None for a result that is returned as is)."""
+    outs = out if type(out) is tuple else (out,)
+    results = result if type(result) is tuple else (result,)
+    if len(outs) != len(results):
+        raise ShapeError(f"The 'out' tuple must have exactly {len(results)} entries: one "
+                         "per ufunc output")
+    stored = []
+    for o, r in zip(outs, results, strict=True):
+        if o is None:
+            stored.append(r)
+            continue
+        if not isinstance(o, Tracer):
+            raise InPlaceArgumentError(
+                f"numpy.{name}(..., out=...) into a NumPy array that is not an argument of "
+                "the jitted function: the write would happen once, while tracing")
+        t = aval(r)
+        try:
+            fits = np.broadcast_shapes(t.shape, o.shape) == o.shape if ufunc else \
+                t.shape == o.shape
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ShapeError(f"non-broadcastable output operand with shape {o.shape} doesn't "
+                             f"match the broadcast shape {t.shape}" if ufunc else
+                             f"output array of shape {o.shape} for a result of shape {t.shape}")
+        if casting is None and t.dtype != o.dtype:
+            raise ShapeError("output array is not acceptable (must have the right datatype, "
+                             "number of dimensions, and be a C-Array)")
+        if casting is not None and not np.can_cast(t.dtype, o.dtype, casting):
+            if ufunc is not None:
+                _check_output_cast(ufunc, t.dtype, o.dtype)
+            raise DTypeError(f"Cannot cast {name} output from {t.dtype!r} to {o.dtype!r} "
+                             f"with casting rule {casting!r}")
+        o[...] = r
+        stored.append(o)
+    return tuple(stored) if type(result) is tuple else stored[0]
+
+
+def _writes_out(casting: str | None):
+    """A NumPy function taking ``out=``: the implementation computes the result, which is
+    then written into ``out`` (see store_out) and ``out`` returned, as NumPy does."""
+    def wrap(impl):
+        sig = inspect.signature(impl)
+
+        @functools.wraps(impl)
+        def run(*args, **kwargs):
+            bound = sig.bind(*args, **kwargs)
+            out = bound.arguments.get("out")
+            if out is None:
+                return impl(*args, **kwargs)
+            bound.arguments["out"] = None
+            return store_out(impl.__name__, out, impl(*bound.args, **bound.kwargs), casting)
+
+        return run
+
+    return wrap
 
 
 def _unsupported(name: str, what: str = "") -> UnsupportedOperation:
@@ -185,8 +250,17 @@ _REDUCE_FUNCS = {getattr(np, op.monoid.combine): name
 
 
 def apply_ufunc(ufunc, method, inputs, kwargs):
+    out = kwargs.pop("out", None)
+    result = _apply_ufunc(ufunc, method, inputs, kwargs)
+    if out is None or (type(out) is tuple and builtins.all(o is None for o in out)):
+        return result
+    return store_out(f"{ufunc.__name__}{'' if method == '__call__' else '.' + method}", out,
+                     result, "same_kind" if method == "__call__" else "unsafe",
+                     ufunc if method == "__call__" else None)
+
+
+def _apply_ufunc(ufunc, method, inputs, kwargs):
     name = ufunc.__name__
-    _reject_out(name, kwargs.pop("out", None))
     if method == "__call__":
         dtype = kwargs.pop("dtype", None)
         if kwargs:
@@ -239,7 +313,7 @@ def astype(x, dtype, /, *, copy=True, device=None, casting="unsafe"):
         raise DTypeError(f"Cannot cast array data from {t.dtype!r} to {dtype!r} "
                          f"according to the rule {casting!r}")
     if t.dtype == dtype and not t.weak:
-        return x
+        return x.copy() if isinstance(x, Tracer) else x  # a new array, as NumPy's
     return bind("convert", x, dtype=dtype)
 
 
@@ -262,43 +336,42 @@ def _dtype_or_none(dtype):
 
 
 @implements(np.sum)
+@_writes_out("unsafe")
 def sum(a, axis=None, dtype=None, out=None, keepdims=False):
-    _reject_out("sum", out)
     return _reduce("sum", a, axis, keepdims, dtype=_dtype_or_none(dtype))
 
 
 @implements(np.prod)
+@_writes_out("unsafe")
 def prod(a, axis=None, dtype=None, out=None, keepdims=False):
-    _reject_out("prod", out)
     return _reduce("prod", a, axis, keepdims, dtype=_dtype_or_none(dtype))
 
 
 @implements(np.max, np.amax)
+@_writes_out("unsafe")
 def max(a, axis=None, out=None, keepdims=False):
-    _reject_out("max", out)
     return _reduce("max", a, axis, keepdims)
 
 
 @implements(np.min, np.amin)
+@_writes_out("unsafe")
 def min(a, axis=None, out=None, keepdims=False):
-    _reject_out("min", out)
     return _reduce("min", a, axis, keepdims)
 
 
 @implements(np.any)
+@_writes_out("unsafe")
 def any(a, axis=None, out=None, keepdims=False):
-    _reject_out("any", out)
     return _reduce("any", a, axis, keepdims)
 
 
 @implements(np.all)
+@_writes_out("unsafe")
 def all(a, axis=None, out=None, keepdims=False):
-    _reject_out("all", out)
     return _reduce("all", a, axis, keepdims)
 
 
 def _arg_reduce(op, a, axis, out, keepdims):
-    _reject_out(op, out)
     t = aval(a)
     if _legacy_0d_axis(t, axis):
         axis = None
@@ -307,11 +380,13 @@ def _arg_reduce(op, a, axis, out, keepdims):
 
 
 @implements(np.argmax)
+@_writes_out("unsafe")
 def argmax(a, axis=None, out=None, *, keepdims=False):
     return _arg_reduce("argmax", a, axis, out, keepdims)
 
 
 @implements(np.argmin)
+@_writes_out("unsafe")
 def argmin(a, axis=None, out=None, *, keepdims=False):
     return _arg_reduce("argmin", a, axis, out, keepdims)
 
@@ -332,8 +407,8 @@ def _divide_keep_dtype(total, count):
 
 
 @implements(np.mean)
+@_writes_out("unsafe")
 def mean(a, axis=None, dtype=None, out=None, keepdims=False):
-    _reject_out("mean", out)
     t = aval(a)
     back_to_f16 = False
     if dtype is None:
@@ -347,8 +422,8 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False):
 
 
 @implements(np.var)
+@_writes_out("unsafe")
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
-    _reject_out("var", out)
     t = aval(a)
     if dtype is None and t.dtype.kind in "biu":
         dtype = np.float64
@@ -361,6 +436,7 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
 
 
 @implements(np.std)
+@_writes_out("unsafe")
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
     v = var(a, axis, dtype, out, ddof, keepdims)
     return _scalar_result(astype(bind("sqrt", v), v.dtype))
@@ -390,8 +466,8 @@ def matmul(a, b):
 
 
 @implements(np.dot)
+@_writes_out(None)
 def dot(a, b, out=None):
-    _reject_out("dot", out)
     a, b = _as_strong_operand(a), _as_strong_operand(b)
     ta, tb = aval(a), aval(b)
     if ta.ndim == 0 or tb.ndim == 0:
@@ -450,17 +526,17 @@ def inner(a, b):
 
 
 @implements(np.outer)
+@_writes_out("same_kind")
 def outer(a, b, out=None):
-    _reject_out("outer", out)
     a, b = ravel(_as_strong_operand(a)), ravel(_as_strong_operand(b))
     return _strong(bind("multiply", reshape(a, (-1, 1)), reshape(b, (1, -1))))
 
 
 @implements(np.einsum)
+@_writes_out("unsafe")
 def einsum(*operands, out=None, optimize=False, dtype=None, order="K", casting="safe"):
     """Two-operand contractions become transposes + one batched matmul, applied left to
     right; labels used by no later operand and not in the output are summed first."""
-    _reject_out("einsum", out)
     if not operands or not isinstance(operands[0], str):
         raise _unsupported("einsum", " in the interleaved (operand, sublist) form")
     subscripts, arrays = operands[0].replace(" ", ""), list(operands[1:])
@@ -658,7 +734,10 @@ def broadcast_to(array, shape, subok=False):
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
     t = aval(array)
     if shape == t.shape and isinstance(array, Tracer) and not t.weak:
-        return array
+        view = Tracer(array._value, array._trace)  # still a read-only view, as NumPy's
+        view._view_of(array, "reshape", {"shape": shape})
+        view._readonly = True
+        return view
     return bind("broadcast_to", _as_strong_operand(array), shape=shape)
 
 
@@ -684,8 +763,8 @@ def atleast_2d(*arys):
 
 
 @implements(np.concatenate)
+@_writes_out("same_kind")
 def concatenate(arrays, /, axis=0, out=None, *, dtype=None, casting="same_kind"):
-    _reject_out("concatenate", out)
     arrays = [_as_strong_operand(a) for a in arrays]
     if not arrays:
         raise ShapeError("need at least one array to concatenate")
@@ -701,8 +780,8 @@ def concatenate(arrays, /, axis=0, out=None, *, dtype=None, casting="same_kind")
 
 
 @implements(np.stack)
+@_writes_out("same_kind")
 def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
-    _reject_out("stack", out)
     arrays = [_as_strong_operand(a) for a in arrays]
     if not arrays:
         raise ShapeError("need at least one array to stack")
@@ -889,8 +968,8 @@ def _like(a, dtype, shape, value):
     t = aval(a)
     shape = t.shape if shape is None else ((shape,) if np.ndim(shape) == 0 else tuple(shape))
     dtype = t.dtype if dtype is None else np.dtype(dtype)
-    if isinstance(value, Tracer) or np.ndim(value) != 0:
-        return broadcast_to(astype(_as_strong_operand(value), dtype), shape)
+    if isinstance(value, Tracer) or np.ndim(value) != 0:  # a new array: writeable
+        return broadcast_to(astype(_as_strong_operand(value), dtype), shape).copy()
     value = value.item() if isinstance(value, np.generic) else value
     return bind("full", shape=tuple(int(d) for d in shape), dtype=dtype, value=value)
 
@@ -962,8 +1041,8 @@ def where(condition, x=_NO, y=_NO, /):
 
 
 @implements(np.clip)
+@_writes_out("same_kind")
 def clip(a, a_min=_NO, a_max=_NO, out=None, *, min=_NO, max=_NO):
-    _reject_out("clip", out)
     lo = a_min if min is _NO else min
     hi = a_max if max is _NO else max
     lo = None if lo is _NO else lo
@@ -984,8 +1063,8 @@ def clip(a, a_min=_NO, a_max=_NO, out=None, *, min=_NO, max=_NO):
 
 
 @implements(np.around, np.round)
+@_writes_out("unsafe")
 def around(a, decimals=0, out=None):
-    _reject_out("round", out)
     t = aval(a)
     decimals = int(decimals)
     if t.dtype.kind in "iu":
@@ -1066,8 +1145,8 @@ def gather(x, indices, axis: int):
 
 
 @implements(np.take)
+@_writes_out("unsafe")
 def take(a, indices, axis=None, out=None, mode="raise"):
-    _reject_out("take", out)
     a = _as_strong_operand(a)
     if axis is None or _legacy_0d_axis(aval(a), axis):  # NumPy takes from a 0-d as 1-element
         a, axis = ravel(a), 0

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ConcretizationError, InPlaceArgumentError, UnsupportedOperation
+from ..errors import ConcretizationError, UnsupportedOperation
 from ..ir import TensorType, Value
-from . import pytree
+from ..ir.registry import REGISTRY
 
 _CONTROL_FLOW_HINT = (
     "inside a jitted function arrays are abstract (only shape and dtype are known). Use "
@@ -27,53 +27,81 @@ _CONTROL_FLOW_HINT = (
 
 
 class Tracer:
-    """``_scalar`` marks where NumPy would hold a NumPy scalar rather than a 0-d array (the
-    0-d result of a ufunc, reduction or integer index): scalars rebind on ``+=`` without
-    NumPy's same-kind cast and have no ``@``.
+    """A mutable reference to an array, as an ndarray is: writes (``x[i] = v``, ``x += y``,
+    ``out=``) give it a new version, a new IR value made by a functional update
+    (:mod:`.updates`), so the graph stays SSA while the Python object behaves like NumPy's.
 
-    ``_arg`` names the argument of the traced function that this object is, or is a view
-    of (``"argument 'x'"``), else None. NumPy would show an in-place write to it to the
-    caller, which a jitted function cannot do yet, so such writes raise; on a value the
-    function computed itself ``x += y`` rebinds, which no one can tell apart. The mark is
-    on the Python object, not the IR value: an inner function gets its own marked objects
-    (:func:`as_arguments`) while its caller's stay free to rebind.
+    A view (basic indexing, ``.T``, a reshape that NumPy does without copying,
+    ``broadcast_to``) remembers its root ``_base`` and the ``_path`` of view ops that
+    derive it from the root. A write through a view updates the root, and every view
+    re-derives its value from the root's current version when it is next read
+    (``_value``), so ``b = a[1:]; a[2] = 5`` shows in ``b`` as in NumPy.
+
+    ``_scalar`` marks where NumPy would hold a NumPy scalar rather than a 0-d array (the
+    0-d result of a ufunc, reduction or integer index): scalars rebind on ``+=`` without
+    NumPy's same-kind cast, have no ``@`` and take no item assignment. ``_readonly`` marks
+    a view NumPy makes read-only (of ``broadcast_to``).
 
     ``_const`` is a :class:`Known` when the array's value is known while tracing (made in
     the function from constants only: ``np.zeros(3)``, ``np.ones(2)[0]``), else None.
     The concretizing methods (``bool``, ``float``, ``int``, ``__index__``, ``__array__``,
-    ``item``, ``tolist``) answer with it as NumPy would; everything else traces as usual."""
+    ``item``, ``tolist``) answer with it as NumPy would; everything else traces as usual.
+    A write forgets it (:meth:`_forget_const`), for the array and the views sharing its
+    memory."""
 
-    __slots__ = ("_value", "_trace", "_scalar", "_arg", "_const")
+    __slots__ = ("_val", "_trace", "_scalar", "_base", "_path", "_seen", "_readonly",
+                 "_const")
     __array_priority__ = 1000
     __hash__ = None  # like ndarray
 
-    def __init__(self, value: Value, trace, scalar: bool = False, arg: str | None = None):
-        self._value = value
+    def __init__(self, value: Value, trace, scalar: bool = False):
+        self._val = value
         self._trace = trace
         self._scalar = scalar
-        self._arg = arg
+        self._base: Tracer | None = None  # the root this is a view of
+        self._path: tuple = ()  # ((op, attrs), ...) from the root to this view
+        self._seen = 0  # a root: its number of writes; a view: the root's, when derived
+        self._readonly = False
         self._const: Known | None = None
 
+    @property
+    def _value(self) -> Value:
+        """The current IR value: a view whose root was written since it was derived is
+        derived again from the root's current version."""
+        base = self._base
+        if base is not None and self._seen != base._seen and self._trace.active:
+            self._val = derive(self._trace, base._val, self._path)
+            self._seen = base._seen
+        return self._val
+
+    def _view_of(self, parent: Tracer, op: str, attrs: dict) -> None:
+        """Make this (the result of ``op`` on ``parent``) a view of parent's root."""
+        root = parent if parent._base is None else parent._base
+        self._base, self._path = root, parent._path + ((op, attrs),)
+        self._seen = root._seen
+        self._readonly = parent._readonly or op == "broadcast_to"
+
     # ------------------------------------------------------------ static properties
+    # (types never change with a write: read them without deriving a stale view again)
     @property
     def aval(self) -> TensorType:
-        return self._value.type
+        return self._val.type
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return self._value.type.shape
+        return self._val.type.shape
 
     @property
     def dtype(self) -> np.dtype:
-        return self._value.type.dtype
+        return self._val.type.dtype
 
     @property
     def ndim(self) -> int:
-        return len(self._value.type.shape)
+        return len(self._val.type.shape)
 
     @property
     def size(self) -> int:
-        return self._value.type.size
+        return self._val.type.size
 
     @property
     def itemsize(self) -> int:
@@ -157,22 +185,10 @@ class Tracer:
         known = self._known()
         return self._concrete(".tolist()") if known is None else known.tolist()
 
-    def __setitem__(self, key, value):
-        if self._arg:
-            raise _inplace_error(self, "item assignment (x[...] = v)", hint=(
-                "compute the new array and return it, e.g. x = np.where(mask, value, x), "
-                "or build it with np.concatenate / np.pad; assign it in the caller"))
-        raise UnsupportedOperation(
-            "item assignment: arrays are immutable inside a jitted function",
-            hint="compute the new array instead, e.g. x = np.where(mask, value, x), or build "
-            "it with np.concatenate / np.pad",
-        )
-
     # ------------------------------------------------------------ methods
     # (the ones that compute are attached by array_methods.install)
     def copy(self, order="C"):
-        """The same value in a new object that is no argument: ``x = x.copy(); x += 1``
-        is fine, as in NumPy."""
+        """The same value in a new array of its own: writes to it leave ``self`` alone."""
         out = Tracer(self._value, self._trace, self._scalar)
         if self._const is not None and not self._const.memory.written:  # new memory:
             out._const = Known(self._const.computed, Memory())
@@ -256,23 +272,8 @@ def known_result(op: str, impl, operands, attrs: dict, out, view: bool) -> Known
     return Known(make, memory)
 
 
-def _inplace_error(target: Tracer, what: str, hint: str | None = None) -> InPlaceArgumentError:
-    return InPlaceArgumentError(
-        f"in-place {what} on {target._arg} (or a view of it): NumPy would change the "
-        "caller's array, but a jitted function cannot write to its arguments yet", hint=hint)
-
-
-def as_arguments(tree):
-    """``tree`` with each Tracer replaced by a new object for the same value, marked as an
-    argument: a function called inside a trace (an inner ``jit``, ``grad``) receives its
-    caller's arrays, which NumPy would let it change in place."""
-    leaves, treedef = pytree.flatten(tree)
-    if not any(isinstance(leaf, Tracer) for leaf in leaves):
-        return tree
-    return pytree.unflatten(treedef, [
-        Tracer(x._value, x._trace, x._scalar, x._arg or _describe(x._value))
-        if isinstance(x, Tracer) else x for x in leaves])
-
-
-def _describe(value: Value) -> str:
-    return f"argument {value.name!r}" if value.name else "an argument"
+def derive(trace, value: Value, path) -> Value:
+    """``value`` (a root's) taken through the view ops of ``path``, as new nodes."""
+    for op, attrs in path:
+        value = trace._emit(op, (value,), attrs, REGISTRY[op].rule(value.type, **attrs))
+    return value

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from ...config import config
 from ...ir import Graph, Node, Value
+from ...ir.ops import slice_key
 from ...ir.registry import REGISTRY, Exactness, loop_dtypes
 from ...passes.contract import SMALL_K, split_skinny_matmuls
 from ...passes.fusion import Kernel, fuse
@@ -129,7 +130,11 @@ def generate(graph: Graph, profile: bool = False, later: bool = False) -> Genera
     ``namespace["steps"]`` describes the steps."""
     graph, kernels = partition(graph, later)
     mod = Module(graph)
-    loop_inputs = {v for k in kernels if k.kind == "loop" for v in k.inputs if v.type.ndim}
+    mod.views = _kernel_views(graph, kernels)
+    in_place = _updates_in_place(graph, kernels)
+    kernels = [k for k in kernels if not (k.kind == "library" and k.nodes[0].out in mod.views)]
+    loop_inputs = {mod.views[v].inputs[0] if v in mod.views else v
+                   for k in kernels if k.kind == "loop" for v in k.inputs if v.type.ndim}
     body: list[str] = []
     for v in graph.inputs:  # the kernels read C-contiguous arrays of the signature's dtype
         if v in loop_inputs:
@@ -141,7 +146,8 @@ def generate(graph: Graph, profile: bool = False, later: bool = False) -> Genera
         if kern.kind == "loop":
             LoopEmitter(mod, k, kern, where).emit(body)
         else:
-            _emit_library(mod, k, kern.nodes[0], body, where, kern.nodes[0].out in loop_inputs)
+            _emit_library(mod, k, kern.nodes[0], body, where, kern.nodes[0].out in loop_inputs,
+                          kern.nodes[0] in in_place)
         if profile:
             body.insert(start, "t_start = clock()")
             body.append(f"record({k}, clock() - t_start)")
@@ -165,14 +171,80 @@ def generate(graph: Graph, profile: bool = False, later: bool = False) -> Genera
                      f"# tracejit CPU backend: {graph.name}\n", mod.notes)
 
 
+def _kernel_views(graph: Graph, kernels: list[Kernel]) -> dict[Value, Node]:
+    """The slices only loop kernels read, elementwise: those kernels index the slice's
+    base instead (``a[1:-1, 2:]`` is ``a[1 + i0, 2 + i1]``), so no step copies the region
+    out first (a stencil reads four shifted slices of one array)."""
+    readers: dict[Value, list] = {}
+    for kern in kernels:
+        for node in kern.nodes:
+            for v in node.inputs:
+                readers.setdefault(v, []).append((kern, node))
+    outputs = set(graph.outputs)
+    return {k.nodes[0].out: k.nodes[0] for k in kernels
+            if k.kind == "library" and k.nodes[0].op == "slice"
+            and k.nodes[0].out not in outputs and k.nodes[0].out in readers
+            and all(r.kind == "loop" and n.op != "matmul" for r, n in readers[k.nodes[0].out])}
+
+
+def _update_slice_in_place(x, updates, *, starts, stops, steps):
+    x[slice_key(starts, stops, steps)] = updates
+    return x
+
+
+def _scatter_in_place(x, updates, *idx, axis):
+    x[(slice(None),) * axis + idx] = updates
+    return x
+
+
+# Functional updates done in their base's memory (see _updates_in_place).
+_IN_PLACE = {"update_slice": _update_slice_in_place, "scatter": _scatter_in_place}
+VIEW_OPS = frozenset({"slice", "reshape", "transpose", "broadcast_to"})  # NumPy views
+# Steps whose result is a new array of the runner's own (never a view of another value).
+_FRESH = frozenset({"update_slice", "scatter", "scatter_add", "full", "concatenate", "pad",
+                    "gather", "matmul"})
+
+
+def _updates_in_place(graph: Graph, kernels: list[Kernel]) -> set[Node]:
+    """The update steps that may write into their base instead of a copy of it: a base
+    the runner made itself (a kernel's output or a fresh library result: not an
+    argument, a constant or a view of one) that the graph does not return and that every
+    other step reading it, or a view of it, has read by then. A loop of writes into a
+    buffer (``dp[i] = dp[i - 1] + x[i]``) then copies nothing."""
+    step = {n: i for i, k in enumerate(kernels) for n in k.nodes}
+    readers: dict[Value, list[Node]] = {}
+    for node in graph.nodes:
+        for v in node.inputs:
+            readers.setdefault(v, []).append(node)
+    made = {v for k in kernels if k.kind == "loop" for v in k.outputs}
+    made |= {k.nodes[0].out for k in kernels
+             if k.kind == "library" and k.nodes[0].op in _FRESH}
+    outputs = set(graph.outputs)
+
+    def read_before(v: Value, update: Node) -> bool:
+        if v in outputs:
+            return False
+        for r in readers.get(v, ()):
+            if r is update:  # (NumPy's item assignment copes with overlap)
+                continue
+            if r in step and step[r] >= step[update]:
+                return False
+            if r.op in VIEW_OPS and not read_before(r.out, update):
+                return False
+        return True
+
+    return {k.nodes[0] for k in kernels if k.kind == "library" and k.nodes[0].op in _IN_PLACE
+            and k.nodes[0].inputs[0] in made and read_before(k.nodes[0].inputs[0], k.nodes[0])}
+
+
 def _nbytes(v: Value) -> int:
     return v.type.size * v.type.dtype.itemsize
 
 
 def _emit_library(mod: Module, k: int, node: Node, body: list[str], where: str,
-                  kernel_input: bool) -> None:
+                  kernel_input: bool, in_place: bool = False) -> None:
     fn = f"lib{k}"
-    impl = REGISTRY[node.op].impl
+    impl = _IN_PLACE[node.op] if in_place else REGISTRY[node.op].impl
     # a ufunc without attributes is called directly: a tiny step costs ~0.5 us either way
     mod.namespace[fn] = impl if not node.attrs else (
         lambda impl, attrs: lambda *a: impl(*a, **attrs))(impl, node.attrs)
@@ -180,4 +252,5 @@ def _emit_library(mod: Module, k: int, node: Node, body: list[str], where: str,
     out = node.out.type
     if kernel_input:  # kernels read C-contiguous arrays of exactly the IR's type
         call = f"operand({call}, {NUMBA.dtype_name(out.dtype)}, {out.shape})"
-    body.append(f"step = {k}; {mod.name(node.out)} = {call}  # {node.op}, {where}")
+    what = f"{node.op} in place" if in_place else node.op
+    body.append(f"step = {k}; {mod.name(node.out)} = {call}  # {what}, {where}")

@@ -58,6 +58,7 @@ class Module:
         self.consts: dict[Value, object] = {
             n.out: n.attrs["value"] for n in graph.nodes if n.op == "constant"}
         self.names: dict[Value, str] = {}
+        self.views: dict[Value, Node] = {}  # slices kernels read in their base (codegen)
         for i, v in enumerate(graph.inputs):
             self.names[v] = f"a{i}"
         for i, v in enumerate(self.consts):
@@ -158,6 +159,14 @@ class LoopEmitter:
                     mod.namespace[runner] = np.asarray(mod.consts[v], v.type.dtype)
                 self.param(f"s{j}", runner, v.type.dtype, None)
                 self.ref[v] = f"s{j}"
+            elif v in mod.views:  # a slice, read in its base: no copy of the region
+                view = mod.views[v]
+                base = view.inputs[0]
+                whole = (view.attrs["starts"][0], view.attrs["steps"][0]) == (0, 1) and \
+                    v.type.shape[0] == base.type.shape[0]  # the outer extent is the base's
+                self.param(f"x{j}", mod.name(base), v.type.dtype, base.type.shape,
+                           whole and kern.axes[v][:1] == (0,))
+                self.ref[v] = f"x{j}[{_strided_index(kern.axes[v], view.attrs)}]"
             else:
                 self.param(f"x{j}", mod.name(v), v.type.dtype, v.type.shape,
                            kern.axes[v][:1] == (0,))
@@ -487,6 +496,15 @@ def _index(axes: tuple[int | None, ...]) -> str:
     """Index an input held at ``axes`` of the loop (the fusion pass's ``Kernel.axes``):
     each dimension by its loop variable, a size-1 dimension at 0."""
     return ", ".join("0" if a is None else f"i{a}" for a in axes)
+
+
+def _strided_index(axes: tuple[int | None, ...], attrs: dict) -> str:
+    """Index the base of a slice (``starts``, ``steps`` per dimension) where the kernel
+    would read the slice at ``axes``."""
+    return ", ".join(
+        str(a) if ax is None else f"i{ax}" if (a, s) == (0, 1) else
+        f"{a} + i{ax}" if s == 1 else f"{a} + {s} * i{ax}"
+        for ax, a, s in zip(axes, attrs["starts"], attrs["steps"], strict=True))
 
 
 def _red_index(node: Node, nd: int) -> str:

@@ -60,6 +60,18 @@ def _scatter_add(cupy, x, updates, *idx, axis):
     return out
 
 
+def _scatter(cupy, x, updates, *idx, axis):
+    out = x.copy()
+    out[_indices(cupy, x, idx, axis)] = updates
+    return out
+
+
+def _update_slice(cupy, x, updates, *, starts, stops, steps):
+    out = x.copy()
+    out[slice_key(starts, stops, steps)] = updates
+    return out
+
+
 def _concatenate(cupy, *xs, axis):
     dtype = np.result_type(*(x.dtype for x in xs))  # the IR promoted them already
     return cupy.concatenate([x.astype(dtype, copy=False) for x in xs], axis=axis)
@@ -165,6 +177,8 @@ TABLE = {
                                                       constant_values=value),
     "gather": _gather,
     "scatter_add": _scatter_add,
+    "scatter": _scatter,
+    "update_slice": _update_slice,
     "full": lambda cupy, *, shape, dtype, value: cupy.full(shape, value, dtype),
 }
 
@@ -177,7 +191,8 @@ def supported(node) -> bool:
     """Whether ``node`` runs on the GPU as a library step."""
     if node.op not in TABLE:
         return False
-    data = [v.type.dtype for v in (node.inputs[:1] if node.op in ("gather", "scatter_add")
+    data = [v.type.dtype for v in (node.inputs[:1] if node.op in ("gather", "scatter_add",
+                                                                  "scatter")
                                    else node.inputs)]
     if not all(CUDA.supports(d) for d in (*data, node.out.type.dtype)):
         return False
