@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from ..errors import IRError
 from ..ir import Graph, Kind, Node, Value
-from ..ir.registry import REGISTRY
+from ..ir.registry import REGISTRY, has_effect
 
 # The reductions a loop kernel computes: those with a monoid (argmax/argmin have none).
 LOOP_REDUCTIONS = frozenset(name for name, op in REGISTRY.items() if op.monoid is not None)
@@ -129,12 +129,18 @@ def library_early(nodes: list[Node], fusible: Callable[[Node], bool]) -> list[No
     """``nodes`` in a topological order that takes each library node as soon as the nodes
     it reads are taken (the rest keep their order): a slice read by the third add of
     ``a[:-2] + a[2:] + a[1:-1]`` no longer comes between the adds and splits their loop
-    kernel in two."""
+    kernel in two. Nodes with an effect (random draws) keep their order among themselves:
+    each waits for the one before it, so the generator is drawn from as NumPy would."""
     made = {n.out: i for i, n in enumerate(nodes)}
     users: list[list[int]] = [[] for _ in nodes]
     waiting = [0] * len(nodes)
+    last_effect = None
     for i, n in enumerate(nodes):
-        for j in {made[v] for v in n.inputs if v in made}:
+        before = {made[v] for v in n.inputs if v in made}
+        if has_effect(n):
+            before |= {last_effect} - {None}
+            last_effect = i
+        for j in before:
             users[j].append(i)
             waiting[i] += 1
 

@@ -99,7 +99,8 @@ def getitem(x, key):
         out = basic_index(x, shape, key)
         if any(is_int(k) for k in key) and aval(out).ndim == 0 and isinstance(out, Tracer):
             # x[i, j] of an array is a NumPy scalar: a copy, which later writes leave alone
-            out = Tracer(out._value, out._trace, scalar=True)
+            out = out.copy()  # (keeping a known value: int(np.ones(2)[0]))
+            out._scalar = True
         return out
     # With an array index, integers are advanced indices too (NumPy's rule).
     key = [np.asarray(k, np.int64) if is_int(k) else k for k in key]

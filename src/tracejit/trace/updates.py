@@ -115,7 +115,22 @@ def stores(nodes, original: Value, final: Value) -> list[tuple[dict | None, Valu
 # ---------------------------------------------------------------- x[key] = v
 
 
+def known(x):
+    """``x``, or its value if it is a Tracer whose value is known while tracing (an index
+    or mask made in the function from constants, ``np.arange(n) % 4 == 1``): a constant
+    index writes where NumPy would, with NumPy's rules for constant indices."""
+    if isinstance(x, Tracer) and x._const is not None:
+        value = x._known()
+        return x if value is None else value
+    return x
+
+
+def _known_key(key):
+    return tuple(known(k) for k in key) if isinstance(key, tuple) else known(key)
+
+
 def setitem(target: Tracer, key, value) -> None:
+    key = _known_key(key)
     if target._scalar:
         name = type(np.zeros((), target.dtype)[()]).__name__
         raise DTypeError(f"'numpy.{name}' object does not support item assignment",
@@ -347,6 +362,7 @@ def _flat_write(target: Tracer, positions: np.ndarray, values) -> None:
 @implements(np.put)
 def put(a, ind, v, mode="raise"):
     a = destination(a, "np.put")
+    ind = known(ind)
     if isinstance(ind, Tracer):
         raise UnsupportedOperation("np.put with traced indices",
                                    hint="use a[np.unravel_index(ind, a.shape)] = v")
@@ -364,6 +380,7 @@ def put(a, ind, v, mode="raise"):
 @implements(np.place)
 def place(arr, mask, vals):
     arr = destination(arr, "np.place")
+    mask = known(mask)
     if isinstance(mask, Tracer):
         if aval(vals).size != 1:
             raise ShapeError("np.place with a traced mask and several values: which value "
@@ -426,6 +443,7 @@ def ufunc_at(ufunc, a, indices, b=None):
     if ufunc.nin - 1 != (b is not None):
         raise UnsupportedOperation(f"numpy.{ufunc.__name__}.at takes "
                                    f"{'a' if ufunc.nin == 2 else 'no'} value argument")
+    indices = _known_key(indices)
     keys = indices if isinstance(indices, tuple) else (indices,)
     if any(isinstance(k, Tracer) for k in keys):
         _traced_at(ufunc, a, keys, b)
