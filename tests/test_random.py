@@ -501,3 +501,18 @@ def test_default_rng_of_an_int_argument_makes_it_static():
     f = tj.jit(dropout, backend="reference")
     for seed in (3, 4):
         assert np.array_equal(f(x, 0.5, seed), dropout(x, 0.5, seed))
+
+
+def test_a_seeded_generator_made_in_the_function_takes_traced_parameters():
+    """Regression (corpus add_noise_at_snr): default_rng(seed) gave NumPy's generator,
+    whose C methods asked a traced scale for its value. Every call draws what a new
+    generator with that seed draws, the later draws continuing its stream."""
+    def noisy(x, seed):
+        rng = np.random.default_rng(seed)
+        return x + rng.normal(0.0, np.sqrt(np.mean(x**2)), x.shape) + rng.random()
+
+    x = np.linspace(1.0, 2.0, 5)
+    for backend in ("reference", "cpu"):
+        f = tj.jit(noisy, backend=backend)
+        for seed in (1, 1, 2):
+            np.testing.assert_array_equal(f(x, seed), noisy(x, seed))

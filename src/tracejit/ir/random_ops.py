@@ -56,12 +56,31 @@ class Owned:
         return f"<owned {type(self.generator).__name__}>"
 
 
+class Restart:
+    """The first draw from ``np.random.default_rng(seed)`` made in the function: it puts
+    the owned generator back to the seed's state first, so every call draws what a new
+    generator with that seed would (as NumPy's function does on every call), and the
+    later draws of the call continue its stream."""
+
+    __slots__ = ("owned", "state")
+
+    def __init__(self, owned: Owned):
+        self.owned = owned
+        self.state = owned.generator.bit_generator.state
+
+    def __repr__(self) -> str:
+        return f"<restarted {type(self.owned.generator).__name__}>"
+
+
 def generator_of(source, inputs: tuple) -> tuple[object, tuple]:
     """The generator a draw calls and its remaining (array) inputs."""
     if source == "global":
         return np.random.mtrand._rand, inputs
     if source == "input":
         return inputs[0], inputs[1:]
+    if isinstance(source, Restart):
+        source.owned.generator.bit_generator.state = source.state
+        return source.owned.generator, inputs
     return source.generator, inputs
 
 

@@ -13,8 +13,9 @@ be traced values (they are the draw's inputs). What reaches the user's code:
   :class:`TracedGenerator` recording its draws; the real one comes with each call;
 * ``np.random.default_rng()`` without a seed gives a TracedGenerator of a generator the
   compiled function owns: fresh numbers on every call, as NumPy's fresh generator gives.
-  ``default_rng(seed)`` is NumPy's: a new generator with that seed on every call, whose
-  numbers are the same each call, so they may be constants.
+  ``default_rng(seed)`` gives one too, put back to the seed's state by the call's first
+  draw (a ``Restart``): the numbers of a new generator with that seed on every call, as
+  in NumPy, with draws that may take traced parameters.
 
 A generator the function reaches any other way (a global, a closure, ``self.rng``, a name
 bound before the trace such as ``from numpy.random import rand``) would be drawn from once,
@@ -41,7 +42,7 @@ from ..errors import (
     ShapeError,
     UnsupportedOperation,
 )
-from ..ir.random_ops import Owned, Slot
+from ..ir.random_ops import Owned, Restart, Slot
 from ..ir.types import TensorType
 from ..locations import SourceLocation
 from . import intercept, pytree
@@ -271,12 +272,13 @@ class TracedGenerator:
     """What a traced function sees of a random generator: each method records a draw from
     the real one (``source``, see ``ir/random_ops.py``) made when the function runs."""
 
-    __slots__ = ("_source", "_value", "_cls")
+    __slots__ = ("_source", "_value", "_cls", "_first")
 
-    def __init__(self, source, cls: type, value: Tracer | None = None):
+    def __init__(self, source, cls: type, value: Tracer | None = None, first=None):
         self._source = source  # "input" (then value is the generator argument), or Owned
         self._value = value
         self._cls = cls
+        self._first = first  # the source of the first draw, if it differs (a Restart)
 
     def __getattr__(self, name: str):
         if name.startswith("_") or not hasattr(self._cls, name):
@@ -292,7 +294,8 @@ class TracedGenerator:
 
 
 def _method(gen: TracedGenerator, name: str, *args, **kwargs):
-    return draw(gen._source, gen._value, gen._cls, name, args, kwargs)
+    source, gen._first = gen._first or gen._source, None
+    return draw(source, gen._value, gen._cls, name, args, kwargs)
 
 
 def traced_generator(value: Tracer, cls: type) -> TracedGenerator:
@@ -332,7 +335,10 @@ def _default_rng(original, seed=None):
         return TracedGenerator(Owned(original()), np.random.Generator)
     if isinstance(seed, Tracer):  # its value, or a ConcretizationError naming it (which
         seed = np.asarray(seed)   # makes a Python int argument static: jit's autostatic)
-    return original(seed)
+    # A new generator with this seed on every call: one the function owns, restarted
+    # from the seed's state by the call's first draw (draws may take traced parameters).
+    owned = Owned(original(seed))
+    return TracedGenerator(owned, np.random.Generator, first=Restart(owned))
 
 
 # ---------------------------------------------------------------- frozen generators
