@@ -609,3 +609,24 @@ def test_writes_to_a_cupy_argument_stay_on_its_device(monkeypatch):
         finally:
             targets._cupy.cache_clear()
             targets._gpu_count.cache_clear()
+
+
+def test_corpus_regressions_add_at_and_tuple_rows():
+    """From the program corpus: np.add.at with traced indices and values of another
+    shape than the target (kmeans_step: the dtype check broadcast them), and a row
+    written from a tuple of traced scalars (lorenz_euler: traj[i] = x, y, z)."""
+    def f(X, labels, state):
+        sums = np.zeros((3, 2))
+        np.add.at(sums, labels, X)
+        x, y, z = state
+        traj = np.empty((2, 3))
+        traj[0] = x, y, z
+        traj[1] = [x * 2, 1.0, z]
+        return sums, traj
+
+    args = (np.arange(12.0).reshape(6, 2), np.array([0, 2, 1, 0, 0, 2]),
+            np.array([1.0, 2.0, 3.0]))
+    want = f(*args)
+    for backend in ("reference", "cpu"):
+        for g, w in zip(tj.jit(f, backend=backend)(*args), want, strict=True):
+            np.testing.assert_array_equal(g, w)

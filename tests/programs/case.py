@@ -21,7 +21,8 @@ class Case:
     arithmetic), so they must equal NumPy's bit for bit; integer and boolean results are
     always compared exactly. ``rtol`` widens the relative error allowed float results (by
     default, one for the inputs' precision) for programs that amplify rounding
-    (factorisations, iterated maps)."""
+    (factorisations, iterated maps); ``atol`` allows an absolute error for results that
+    are rounding noise by nature (the residual of a solved system, about 1e-16)."""
 
     name: str
     fn: Callable
@@ -29,4 +30,5 @@ class Case:
     grad: int | None = None
     exact: bool = False
     rtol: float | None = None
+    atol: float = 0.0
     kwargs: dict[str, Any] = field(default_factory=dict)

@@ -89,21 +89,24 @@ def compare(got, want, oracle, case: Case, what: str, precision: int = 8) -> Non
                           f"{w.dtype}{list(w.shape)}")
     if w.dtype.kind in "fc" and not case.exact:
         rtol = RTOL[min(precision, np.finfo(w.dtype).bits // 8)]
-        _close(g, np.asarray(oracle), max(rtol, case.rtol or 0.0), what)
+        _close(g, np.asarray(oracle), max(rtol, case.rtol or 0.0), what, case.atol)
     elif not np.array_equal(g, w, equal_nan=w.dtype.kind in "fc"):
         wrong = np.count_nonzero(g != w) if g.shape else 1
         raise WrongResult(f"{what}: {wrong} of {max(w.size, 1)} elements differ from NumPy's")
 
 
-def _close(got: np.ndarray, oracle: np.ndarray, rtol: float, what: str) -> None:
+def _close(got: np.ndarray, oracle: np.ndarray, rtol: float, what: str,
+           atol: float = 0.0) -> None:
     finite = np.abs(oracle[np.isfinite(oracle)])
     scale = max(float(finite.max()), 1e-300) if finite.size else 1.0
     if not np.array_equal(np.isfinite(got), np.isfinite(oracle)):
         raise WrongResult(f"{what}: its NaNs or infinities are not NumPy's")
     err = np.abs(got.astype(oracle.dtype) - oracle)[np.isfinite(oracle)]
-    if err.size and err.max() > rtol * scale:
+    bound = rtol * scale + atol
+    if err.size and err.max() > bound:
         raise WrongResult(f"{what}: error {err.max():.3g} against the float64 oracle "
-                          f"exceeds {rtol:g} x {scale:.3g} ({np.count_nonzero(err > rtol * scale)}"
+                          f"exceeds {rtol:g} x {scale:.3g} + {atol:g} "
+                          f"({np.count_nonzero(err > bound)}"
                           f" of {err.size} elements)")
 
 

@@ -31,14 +31,14 @@ from .tracer import Known, Memory, Tracer, _concretization_error
 _FAST = frozenset({float, int, bool, complex, str, np.ndarray})
 
 
-def _has_tracer(obj) -> bool:
+def has_tracer(obj) -> bool:
     """Whether ``obj`` (an array-like) holds a Tracer; lists and tuples are searched."""
     t = type(obj)
     if t is Tracer:
         return True
     if t is list or t is tuple:
         for item in obj:
-            if type(item) not in _FAST and _has_tracer(item):
+            if type(item) not in _FAST and has_tracer(item):
                 return True
     return False
 
@@ -88,7 +88,7 @@ def _build(obj, dtype: np.dtype):
     """``obj`` as an array of ``dtype``: Tracers stacked where lists hold them."""
     if isinstance(obj, Tracer):
         return npa.astype(obj, dtype)
-    if (type(obj) is list or type(obj) is tuple) and _has_tracer(obj):
+    if (type(obj) is list or type(obj) is tuple) and has_tracer(obj):
         return npa.stack([_build(item, dtype) for item in obj])
     return np.array(obj, dtype=dtype)
 
@@ -117,7 +117,7 @@ def traced_array(obj, dtype=None, copy=True, ndmin: int = 0):
 
 @intercept.replaces(np, "array")
 def array(original, obj, *args, **kwargs):
-    if not _has_tracer(obj) or kwargs.get("like") is not None:
+    if not has_tracer(obj) or kwargs.get("like") is not None:
         return original(obj, *args, **kwargs)  # what the user passed, as passed
     return _traced_np_array(obj, *args, **kwargs)
 
@@ -129,7 +129,7 @@ def _traced_np_array(obj, dtype=None, *, copy=True, order="K", subok=False, ndmi
 
 def _as_array(name: str, ndmin: int = 0):
     def impl(original, a, dtype=None, *args, **kwargs):
-        if not _has_tracer(a) or kwargs.get("like") is not None:
+        if not has_tracer(a) or kwargs.get("like") is not None:
             return original(a, dtype, *args, **kwargs)
         return traced_array(a, dtype, kwargs.get("copy"), ndmin)
 
@@ -197,7 +197,7 @@ def empty(original, shape, dtype=float, order="C", **kwargs):
 def full(original, shape, fill_value, dtype=None, order="C", **kwargs):
     if _untraced(kwargs):
         return original(shape, fill_value, dtype, order, **kwargs)
-    if _has_tracer(fill_value):  # a traced fill: broadcast into new memory
+    if has_tracer(fill_value):  # a traced fill: broadcast into new memory
         fill = traced_array(fill_value, copy=None)
         dtype = fill.dtype if dtype is None else np.dtype(dtype)
         shape = np.empty(_dims(shape), dtype=dtype).shape
@@ -244,7 +244,7 @@ arange = _made_by_numpy("arange")
 def _concatenator(name: str):
     def impl(original, key):
         items = key if isinstance(key, tuple) else (key,)
-        if not any(_has_tracer(item) for item in items):
+        if not any(has_tracer(item) for item in items):
             return original[key]
         return _axis_concatenate(original, items)
 
@@ -287,7 +287,7 @@ def _axis_concatenate(original, items):
             kinds.append(item)
         else:
             item_ndim = len(_shape(item) or ())
-            new = traced_array(item, copy=None, ndmin=ndmin) if _has_tracer(item) else \
+            new = traced_array(item, copy=None, ndmin=ndmin) if has_tracer(item) else \
                 np.array(item, ndmin=ndmin)
             if trans1d != -1 and item_ndim < ndmin:
                 k1, k2 = trans1d, ndmin - item_ndim
@@ -297,7 +297,7 @@ def _axis_concatenate(original, items):
             kinds.append(new.dtype)
         objs.append(new)
     dtype = np.result_type(*kinds)
-    objs = [traced_array(o, dtype, None, ndmin) if _has_tracer(o) else
+    objs = [traced_array(o, dtype, None, ndmin) if has_tracer(o) else
             np.array(o, dtype=dtype, ndmin=ndmin) for o in objs]
     return npa.concatenate(objs, axis=axis)
 

@@ -26,9 +26,10 @@ from ..errors import (
     ShapeError,
     UnsupportedOperation,
 )
-from ..ir import Value
+from ..ir import TensorType, Value
 from ..ir.registry import REGISTRY
 from .core import bind, current
+from .creation import has_tracer, traced_array
 from .indexing import expand_key
 from .numpy_api import aval, implements, inplace, is_int, ravel, slice_attrs
 from .tracer import Tracer, derive
@@ -131,6 +132,8 @@ def _known_key(key):
 
 def setitem(target: Tracer, key, value) -> None:
     key = _known_key(key)
+    if isinstance(value, (list, tuple)) and has_tracer(value):  # traj[i] = x, y, z
+        value = traced_array(value)
     if target._scalar:
         name = type(np.zeros((), target.dtype)[()]).__name__
         raise DTypeError(f"'numpy.{name}' object does not support item assignment",
@@ -503,7 +506,9 @@ def _traced_at(ufunc, a: Tracer, keys, b) -> None:
     trace = current()
     idx = [trace.lift(k if isinstance(k, Tracer) else np.asarray(k, np.int64)) for k in keys]
     region = REGISTRY["gather"].rule(a.aval, *(i.type for i in idx), axis=0).shape
-    dtype = REGISTRY[_ufunc_op(ufunc)].rule(a.aval, aval(b)).dtype
+    tb = aval(b)  # the loop's dtype (the operands' shapes need not broadcast: b is per index)
+    dtype = REGISTRY[_ufunc_op(ufunc)].rule(TensorType((), a.dtype),
+                                           TensorType((), tb.dtype, tb.weak)).dtype
     if dtype != a.dtype:  # NumPy computes in dtype, then casts each result unsafely
         raise UnsupportedOperation(
             f"numpy.{ufunc.__name__}.at with traced indices and values of another dtype "
