@@ -630,3 +630,21 @@ def test_corpus_regressions_add_at_and_tuple_rows():
     for backend in ("reference", "cpu"):
         for g, w in zip(tj.jit(f, backend=backend)(*args), want, strict=True):
             np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_bincount_with_minlength(backend):
+    """np.bincount of traced values counts into minlength bins (kmeans_step in the
+    corpus); a value outside them raises when the call runs, never a short result."""
+    f = tj.jit(lambda x, w: (np.bincount(x, minlength=5), np.bincount(x, w, minlength=6),
+                             np.bincount(np.array([3, 1]), minlength=2)), backend=backend)
+    x, w = np.array([0, 2, 2, 1, 4]), np.linspace(0, 1, 5)
+    for got, want in zip(f(x, w), (np.bincount(x, minlength=5), np.bincount(x, w, minlength=6),
+                                   np.bincount(np.array([3, 1]), minlength=2)), strict=True):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    for bad in (np.array([0, 7, 1, 1, 1]), np.array([0, -1, 1, 1, 1])):
+        with pytest.raises(IndexError):
+            f(bad, w)
+    with pytest.raises(tj.errors.UnsupportedOperation, match="minlength"):
+        tj.jit(lambda x: np.bincount(x), backend=backend)(x)

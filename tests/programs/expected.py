@@ -9,220 +9,22 @@ fail with its exception class, and every other program to pass.
 """
 
 EXPECTED_FAILURES: dict[str, str] = {
-    "add_noise_at_snr":
-        "TypeError: SeedSequence expects int or sequence of ints for entropy not Tracer<i64[]~>",
-    "autocorrelation":
-        "UnsupportedOperation: numpy.correlate is not supported by tracejit",
-    "autocorrelation:grad":
-        "UnsupportedOperation: numpy.correlate is not supported by tracejit",
-    "batchnorm_train":
-        "InPlaceArgumentError: in-place *= on argument 'running_mean' (or a view of it): Num...",
-    "bellman_ford":
-        "ConcretizationError: np.asarray/np.array of a traced array i64[]~ needs its concret...",
-    "bootstrap_ci":
-        "ConcretizationError: np.asarray/np.array of a traced array i64[]~ needs its concret...",
-    "brownian_paths":
-        "ConcretizationError: np.asarray/np.array of a traced array i64[]~ needs its concret...",
-    "cholesky":
-        "UnsupportedOperation: item assignment: arrays are immutable inside a jitted function",
-    "cholesky:grad":
-        "UnsupportedOperation: item assignment: arrays are immutable inside a jitted function",
-    "conv1d":
-        "UnsupportedOperation: numpy.convolve is not supported by tracejit",
-    "conv1d:grad":
-        "UnsupportedOperation: numpy.convolve is not supported by tracejit",
-    "conv1d_channels":
-        "UnsupportedOperation: numpy.convolve is not supported by tracejit",
-    "conv1d_channels:grad":
-        "UnsupportedOperation: numpy.convolve is not supported by tracejit",
-    "conv2d_single":
-        "UnsupportedOperation: numpy.add(..., out=...) is not supported inside a jitted func...",
-    "conv2d_single:grad":
-        "UnsupportedOperation: numpy.add(..., out=...) is not supported inside a jitted func...",
-    "cov_and_corrcoef":
-        "UnsupportedOperation: numpy.cov is not supported by tracejit",
-    "cov_and_corrcoef:grad":
-        "UnsupportedOperation: numpy.cov is not supported by tracejit",
-    "det_and_logdet":
-        "UnsupportedOperation: numpy.linalg.slogdet is not supported by tracejit",
-    "det_and_logdet:grad":
-        "UnsupportedOperation: numpy.linalg.slogdet is not supported by tracejit",
-    "dropout":
-        "TypeError: SeedSequence expects int or sequence of ints for entropy not Tracer<i64[]~>",
     "dtw_distance":
-        "ValueError: setting an array element with a sequence.",
-    "edit_distance":
-        "ConcretizationError: int() needs the concrete value of a traced array i64[]",
-    "ewma":
-        "UnsupportedOperation: item assignment: arrays are immutable inside a jitted function",
-    "ewma:grad":
-        "UnsupportedOperation: item assignment: arrays are immutable inside a jitted function",
-    "fdtd_2d":
-        "InPlaceArgumentError: in-place item assignment (x[...] = v) on argument 'ey' (or a ...",
-    "fir_filter":
-        "UnsupportedOperation: item assignment: arrays are immutable inside a jitted function",
-    "fir_filter:grad":
-        "UnsupportedOperation: item assignment: arrays are immutable inside a jitted function",
-    "floyd_warshall":
-        "InPlaceArgumentError: in-place item assignment (x[...] = v) on argument 'dist' (or ...",
-    "frame_rms":
-        "ConcretizationError: int() needs the concrete value of a traced array i64[]~",
-    "frame_rms:grad":
-        "ConcretizationError: int() needs the concrete value of a traced array i64[]~",
-    "game_of_life":
-        "ConcretizationError: using an array as a Python integer (index, range bound, shape)...",
-    "gemm":
-        "InPlaceArgumentError: in-place *= on argument 'C' (or a view of it): NumPy would ch...",
-    "gram_schmidt":
-        "ValueError: setting an array element with a sequence.",
-    "half_wave_rectify":
-        "InPlaceArgumentError: in-place item assignment (x[...] = v) on argument 'a' (or a v...",
-    "heat_1d":
-        "ConcretizationError: using an array as a Python integer (index, range bound, shape)...",
-    "heat_1d:grad":
-        "ConcretizationError: using an array as a Python integer (index, range bound, shape)...",
-    "heat_3d":
-        "ConcretizationError: using an array as a Python integer (index, range bound, shape)...",
-    "histogram_counts":
-        "TypeError: expected a sequence of integers or a single integer, got 'Tracer<i64[]~>'",
-    "jacobi_1d":
-        "ConcretizationError: using an array as a Python integer (index, range bound, shape)...",
-    "jacobi_2d":
-        "ConcretizationError: using an array as a Python integer (index, range bound, shape)...",
+        "ConcretizationError: bool() (an `if`, `while`, `and`/`or` or `assert` on an array) ...",
     "kmeans_step":
-        "UnsupportedOperation: numpy.add.at is not supported by tracejit",
-    "kron_identities":
-        "UnsupportedOperation: numpy.kron is not supported by tracejit",
-    "kron_identities:grad":
-        "UnsupportedOperation: numpy.kron is not supported by tracejit",
+        "UnsupportedOperation: numpy.bincount is not supported by tracejit",
     "lcs_length":
         "ConcretizationError: bool() (an `if`, `while`, `and`/`or` or `assert` on an array) ...",
-    "least_squares":
-        "UnsupportedOperation: numpy.linalg.solve is not supported by tracejit",
-    "least_squares:grad":
-        "UnsupportedOperation: numpy.linalg.solve is not supported by tracejit",
-    "lennard_jones_energy":
-        "UnsupportedOperation: numpy.fill_diagonal is not supported by tracejit",
-    "lennard_jones_energy:grad":
-        "UnsupportedOperation: numpy.fill_diagonal is not supported by tracejit",
-    "local_peaks":
-        "UnsupportedOperation: numpy.count_nonzero is not supported by tracejit",
-    "lorenz_euler":
-        "ConcretizationError: using an array as a Python integer (index, range bound, shape)...",
-    "lu_inplace":
-        "InPlaceArgumentError: in-place /= on argument 'A' (or a view of it): NumPy would ch...",
-    "mahalanobis":
-        "UnsupportedOperation: numpy.linalg.inv is not supported by tracejit",
-    "mahalanobis:grad":
-        "UnsupportedOperation: numpy.linalg.inv is not supported by tracejit",
     "max_drawdown":
         "UnsupportedOperation: numpy.maximum.accumulate is not supported by tracejit",
     "max_drawdown:grad":
         "UnsupportedOperation: numpy.maximum.accumulate is not supported by tracejit",
-    "metropolis_sweep":
-        "TypeError: SeedSequence expects int or sequence of ints for entropy not Tracer<i64[]~>",
-    "moving_average":
-        "UnsupportedOperation: numpy.cumsum is not supported by tracejit",
-    "moving_average:grad":
-        "UnsupportedOperation: numpy.cumsum is not supported by tracejit",
-    "mvt":
-        "InPlaceArgumentError: in-place += on argument 'x1' (or a view of it): NumPy would c...",
-    "nbody_step":
-        "InPlaceArgumentError: in-place += on argument 'vel' (or a view of it): NumPy would ...",
-    "needleman_wunsch":
-        "ConcretizationError: np.asarray/np.array of a traced array f64[13] needs its concre...",
-    "noisy_measurement":
-        "WrongResult: NumPy's global random generator after the cached call is not where the...",
-    "one_pole_lowpass":
-        "UnsupportedOperation: item assignment: arrays are immutable inside a jitted function",
-    "one_pole_lowpass:grad":
-        "UnsupportedOperation: item assignment: arrays are immutable inside a jitted function",
-    "pascal_triangle":
-        "ConcretizationError: using an array as a Python integer (index, range bound, shape)...",
-    "power_iteration":
-        "ConcretizationError: using an array as a Python integer (index, range bound, shape)...",
-    "power_iteration:grad":
-        "ConcretizationError: using an array as a Python integer (index, range bound, shape)...",
     "power_spectrum":
         "UnsupportedOperation: numpy.fft.rfft is not supported by tracejit",
     "power_spectrum:grad":
         "UnsupportedOperation: numpy.fft.rfft is not supported by tracejit",
-    "projectile_with_drag":
-        "ConcretizationError: np.asarray/np.array of a traced array f64[] needs its concrete...",
-    "projectile_with_drag:grad":
-        "ConcretizationError: np.asarray/np.array of a traced array f64[] needs its concrete...",
-    "red_black_poisson":
-        "ConcretizationError: using an array as a Python integer (index, range bound, shape)...",
-    "red_black_poisson:grad":
-        "ConcretizationError: using an array as a Python integer (index, range bound, shape)...",
-    "relu_network":
-        "UnsupportedOperation: item assignment: arrays are immutable inside a jitted function",
-    "relu_network:grad":
-        "UnsupportedOperation: item assignment: arrays are immutable inside a jitted function",
-    "rk4_oscillator":
-        "ConcretizationError: using an array as a Python integer (index, range bound, shape)...",
-    "rk4_oscillator:grad":
-        "ConcretizationError: using an array as a Python integer (index, range bound, shape)...",
-    "robust_summary":
-        "UnsupportedOperation: numpy.median is not supported by tracejit",
-    "robust_summary:grad":
-        "UnsupportedOperation: numpy.median is not supported by tracejit",
-    "rotate_points":
-        "ConcretizationError: np.asarray/np.array of a traced array f64[] needs its concrete...",
-    "rotate_points:grad":
-        "ConcretizationError: np.asarray/np.array of a traced array f64[] needs its concrete...",
     "running_mean":
         "UnsupportedOperation: numpy.insert is not supported by tracejit",
     "running_mean:grad":
         "UnsupportedOperation: numpy.insert is not supported by tracejit",
-    "sgd_update":
-        "UnsupportedOperation: numpy.multiply(..., out=...) is not supported inside a jitted...",
-    "sharpe_ratio":
-        "UnsupportedOperation: numpy.diff is not supported by tracejit",
-    "sharpe_ratio:grad":
-        "UnsupportedOperation: numpy.diff is not supported by tracejit",
-    "sinc_lowpass":
-        "ConcretizationError: np.asarray/np.array of a traced array i64[]~ needs its concret...",
-    "sinc_lowpass:grad":
-        "ConcretizationError: np.asarray/np.array of a traced array i64[]~ needs its concret...",
-    "soft_clip":
-        "UnsupportedOperation: item assignment: arrays are immutable inside a jitted function",
-    "solve_with_residual":
-        "UnsupportedOperation: numpy.linalg.solve is not supported by tracejit",
-    "spring_chain_verlet":
-        "ConcretizationError: using an array as a Python integer (index, range bound, shape)...",
-    "spring_chain_verlet:grad":
-        "ConcretizationError: using an array as a Python integer (index, range bound, shape)...",
-    "standardized_anomalies":
-        "UnsupportedOperation: numpy.cumsum is not supported by tracejit",
-    "trace_of_product":
-        "UnsupportedOperation: numpy.einsum in the interleaved (operand, sublist) form is no...",
-    "trace_of_product:grad":
-        "UnsupportedOperation: numpy.einsum in the interleaved (operand, sublist) form is no...",
-    "triangle_normals":
-        "UnsupportedOperation: numpy.cross is not supported by tracejit",
-    "triangle_normals:grad":
-        "UnsupportedOperation: numpy.cross is not supported by tracejit",
-    "tridiagonal_eigenvalues":
-        "TypeError: expected a sequence of integers or a single integer, got 'Tracer<i64[]~>'",
-    "trisolv":
-        "InPlaceArgumentError: in-place item assignment (x[...] = v) on argument 'x' (or a v...",
-    "upwind_advection":
-        "ConcretizationError: using an array as a Python integer (index, range bound, shape)...",
-    "viterbi":
-        "ConcretizationError: np.asarray/np.array of a traced array f64[8] needs its concret...",
-    "wave_1d":
-        "ConcretizationError: using an array as a Python integer (index, range bound, shape)...",
-    "wave_1d:grad":
-        "ConcretizationError: using an array as a Python integer (index, range bound, shape)...",
-    "weighted_var":
-        "InvalidArgument: argument mode is a str, which jit cannot trace",
-    "weighted_var:grad":
-        "InvalidArgument: argument arg2 is a str, which jit cannot trace",
-    "xcorr_lag":
-        "UnsupportedOperation: numpy.correlate is not supported by tracejit",
-    "zero_crossing_rate":
-        "UnsupportedOperation: numpy.diff is not supported by tracejit",
-    "zscore":
-        "ConcretizationError: iteration over a 0-d traced value",
 }

@@ -516,3 +516,32 @@ def _traced_at(ufunc, a: Tracer, keys, b) -> None:
             "dtype first, or use constant indices")
     v = fit(b if ufunc is np.add else bind("negative", b), region, a.dtype, advanced=True)
     assign(a, _emit("scatter_add", a._value, v, *idx, axis=0))
+
+
+@implements(np.bincount)
+def bincount(x, /, weights=None, minlength=0):
+    """``np.bincount`` as ``np.add.at`` into ``minlength`` bins. Its length is data
+    dependent (the largest value + 1), so traced values need ``minlength``, and a value
+    outside ``[0, minlength)`` raises IndexError when the call runs (NumPy would grow the
+    result, or raise ValueError for a negative value): never a silently short result."""
+    t = aval(x)
+    if t.ndim != 1:
+        raise ShapeError("object too deep for desired array" if t.ndim > 1 else
+                         "object of too small depth for desired array")
+    if t.dtype.kind not in "biu":
+        raise DTypeError(f"Cannot cast array data from dtype('{t.dtype}') to "
+                         "dtype('int64') according to the rule 'safe'")
+    bins = int(minlength)
+    if not isinstance(x, Tracer):
+        bins = max(bins, int(np.max(x, initial=-1)) + 1)
+    elif bins <= 0:
+        raise UnsupportedOperation(
+            "np.bincount of traced values without minlength: the length of its result "
+            "depends on the data", hint="pass minlength=n, the number of bins (a value "
+            "outside [0, n) then raises IndexError when the call runs)")
+    dtype = np.dtype(np.int64 if weights is None else np.float64)
+    out = bind("full", shape=(bins,), dtype=dtype, value=0)
+    index = np.where(np.asarray(x) < 0 if not isinstance(x, Tracer) else x < 0, bins, x)
+    values = 1 if weights is None else bind("convert", weights, dtype=dtype)
+    ufunc_at(np.add, out, index, np.broadcast_to(values, t.shape))
+    return out
