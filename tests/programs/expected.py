@@ -11,8 +11,6 @@ fail with its exception class, and every other program to pass.
 EXPECTED_FAILURES: dict[str, str] = {
     "dtw_distance":
         "ConcretizationError: bool() (an `if`, `while`, `and`/`or` or `assert` on an array) ...",
-    "kmeans_step":
-        "UnsupportedOperation: numpy.bincount is not supported by tracejit",
     "lcs_length":
         "ConcretizationError: bool() (an `if`, `while`, `and`/`or` or `assert` on an array) ...",
     "max_drawdown":
