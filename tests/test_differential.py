@@ -61,7 +61,8 @@ PY_ARGUMENTS = {
 UNARY = (
     "negative positive absolute sign exp exp2 expm1 log log2 log10 log1p sqrt cbrt square "
     "reciprocal sin cos tan arcsin arccos arctan sinh cosh tanh arcsinh arccosh arctanh floor "
-    "ceil trunc rint logical_not invert isnan isinf isfinite"
+    "ceil trunc rint logical_not invert isnan isinf isfinite fabs degrees radians deg2rad "
+    "rad2deg signbit spacing conjugate"
 ).split()
 UNARY_OPERATORS = {
     "negative": ("-{0}", operator.neg),
@@ -100,7 +101,8 @@ INPLACE_FNS = {
 }
 BINARY = [
     *BINARY_OPERATORS,
-    *"arctan2 maximum minimum fmax fmin hypot logaddexp logical_and logical_or logical_xor".split(),
+    *"arctan2 maximum minimum fmax fmin hypot logaddexp logical_and logical_or logical_xor "
+     "logaddexp2 heaviside copysign float_power fmod gcd lcm nextafter ldexp".split(),
 ]
 REDUCTIONS = "sum prod mean var std max min amax amin argmax argmin any all".split()
 REDUCE_METHODS = set(REDUCTIONS) - {"amax", "amin"}
