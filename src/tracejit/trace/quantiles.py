@@ -99,14 +99,20 @@ def _quantile(arr, q: np.ndarray, axis: int, method: str, weak_q: bool):
     return result
 
 
-def _quantile_of(a, q, axis, method, keepdims, weights, weak_q: bool):
+def prepared(a, q, axis, method, weights):
+    """What every quantile starts with, as NumPy checks it: (the array's type, the axes,
+    the array with those axes merged into one, that axis)."""
     a = as_array(a)
     _check(a, method, weights)
     if q.ndim > 2:
         raise ShapeError("q must be a scalar or 1d")
     t = aval(a)
     axes = _axes(axis, t.ndim)
-    arr, ax = _merged(a, axes)
+    return (t, axes, *_merged(a, axes))
+
+
+def _quantile_of(a, q, axis, method, keepdims, weights, weak_q: bool):
+    t, axes, arr, ax = prepared(a, q, axis, method, weights)
     result = _quantile(arr, q, ax, method, weak_q)
     if keepdims:
         result = _keepdims(result, q.shape, t.shape, axes)

@@ -48,6 +48,7 @@ from .quantiles import (
     _no_out,
     _quantile_of,
     median,
+    prepared,
 )
 from .tracer import Tracer
 
@@ -177,13 +178,7 @@ def _nanquantile(arr, q, axis: int, method: str, weak_q: bool):
 def _traced_levels(a, q, axis, method: str, keepdims: bool, weights):
     """np.quantile at traced levels ``q``: NumPy's ``_quantile`` with the length of the
     axis as the count, and its NaN rule (a slice holding NaN gives NaN)."""
-    a = as_array(a)
-    _check(a, method, weights)
-    if q.ndim > 2:
-        raise ShapeError("q must be a scalar or 1d")
-    t = aval(a)
-    axes = _axes(axis, t.ndim)
-    arr, ax = _merged(a, axes)
+    t, axes, arr, ax = prepared(a, q, axis, method, weights)
     if ax != 0:
         arr = moveaxis(arr, ax, 0)
     ordered = sorted_along(arr, 0)
