@@ -18,6 +18,7 @@ matrix raises NumPy's LinAlgError, where CuPy would return garbage.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 
 import numpy as np
@@ -95,9 +96,15 @@ def _arg(name: str):
     return run
 
 
-def _raising(cupy):
-    """``cupyx.errstate(linalg="raise")``: cuSOLVER's failures raise LinAlgError."""
-    return importlib.import_module("cupyx").errstate(linalg="raise")
+@contextlib.contextmanager
+def _raising(cupy, numpy_message: str):
+    """``cupyx.errstate(linalg="raise")``: cuSOLVER's failures raise LinAlgError, with
+    NumPy's message (CuPy's names cuSOLVER's routine and devInfo instead)."""
+    try:
+        with importlib.import_module("cupyx").errstate(linalg="raise"):
+            yield
+    except np.linalg.LinAlgError:
+        raise np.linalg.LinAlgError(numpy_message) from None
 
 
 def _pack(cupy, batch: tuple[int, ...], *results):
@@ -109,17 +116,17 @@ def _solve(cupy, a, b):
     batch = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
     a = cupy.ascontiguousarray(cupy.broadcast_to(a, batch + a.shape[-2:]))
     b = cupy.ascontiguousarray(cupy.broadcast_to(b, batch + b.shape[-2:]))
-    with _raising(cupy):
+    with _raising(cupy, "Singular matrix"):
         return cupy.linalg.solve(a, b)
 
 
 def _inv(cupy, x):
-    with _raising(cupy):
+    with _raising(cupy, "Singular matrix"):
         return cupy.linalg.inv(x)
 
 
 def _cholesky(cupy, x, *, upper):
-    with _raising(cupy):
+    with _raising(cupy, "Matrix is not positive definite"):
         lower = cupy.linalg.cholesky(x)
     return lower.transpose(tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2)) if upper \
         else lower
