@@ -461,20 +461,19 @@ def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     return sum(diagonal(a, offset, axis1, axis2), -1, dtype)
 
 
-@implements(np.triu_indices_from)
-def triu_indices_from(arr, k=0):
-    t = aval(arr)
-    if t.ndim != 2:
-        raise ShapeError("input array must be 2-d")
-    return np.triu_indices(t.shape[-2], k=k, m=t.shape[-1])
+def _indices_from(triangle_indices):
+    """``np.triu_indices_from`` / ``np.tril_indices_from``: static, from the shape only."""
+    def indices_from(arr, k=0):
+        t = aval(arr)
+        if t.ndim != 2:
+            raise ShapeError("input array must be 2-d")
+        return triangle_indices(t.shape[-2], k=k, m=t.shape[-1])
+
+    return indices_from
 
 
-@implements(np.tril_indices_from)
-def tril_indices_from(arr, k=0):
-    t = aval(arr)
-    if t.ndim != 2:
-        raise ShapeError("input array must be 2-d")
-    return np.tril_indices(t.shape[-2], k=k, m=t.shape[-1])
+implements(np.triu_indices_from)(_indices_from(np.triu_indices))
+implements(np.tril_indices_from)(_indices_from(np.tril_indices))
 
 
 # ---------------------------------------------------------------- splitting and stacking
