@@ -60,7 +60,10 @@ DECISIONS: dict[str, Row] = {
     "sign": Row({"?": NO, "ilfd": K}, {"?": NO, "ilfd": K}),
     **{op: Row({"?": L, "ilfd": K}, {"?": H, "ilfd": K}, why=F16) for op in (
         "exp exp2 expm1 log log2 log10 log1p sqrt cbrt sin cos tan arcsin arccos arctan "
-        "sinh cosh tanh arcsinh arccosh arctanh rint arctan2 hypot logaddexp logaddexp2").split()},
+        "sinh cosh tanh arcsinh arccosh arctanh rint arctan2 hypot logaddexp logaddexp2 "
+        # float-only ufuncs, exact or not
+        "fabs degrees radians deg2rad rad2deg signbit spacing heaviside copysign nextafter"
+        ).split()},
     "square": Row(K, {"?": H, "ilfd": K}, why=CUDA_INT8),
     "reciprocal": Row({"?il": L, "fd": K}, {"?il": H, "fd": K},
                       why="integer reciprocal (1 // x with NumPy's division by zero) has no "
@@ -85,10 +88,6 @@ DECISIONS: dict[str, Row] = {
     **{op: Row({"?il": K, "fd": NO}, {"?": H, "il": K, "fd": NO}, why=CUDA_INT8)
        for op in ("left_shift", "right_shift")},
     "clip": ALL,
-    # float-only ufuncs: bool computes in float16
-    **{op: Row({"?": L, "ilfd": K}, {"?": H, "ilfd": K}, why=F16) for op in (
-        "fabs degrees radians deg2rad rad2deg signbit spacing heaviside copysign "
-        "nextafter").split()},
     "conjugate": Row(K, {"?": H, "ilfd": K}, why=CUDA_INT8),
     "bitwise_count": Row({"?il": L, "fd": NO}, {"?il": H, "fd": NO},
                          why="its uint8 result: no template in either language (a popcount "
