@@ -330,7 +330,10 @@ def test_write_program_matches_numpy(name, backend):
 def test_random_basic_index_writes_match_numpy(data):
     """``a[key] = v`` then ``a[key] *= 2`` through the view, for drawn basic keys (ints,
     slices with steps, Ellipsis, None) and values broadcast into the region."""
-    shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4))
+    # any shape, or one with equal sides (where a swapped axis would hide); sides of 0 too
+    side = st.integers(0, 4)
+    shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=4)
+                      | st.tuples(st.integers(1, 3), side).map(lambda nd: (nd[1],) * nd[0]))
     key = data.draw(hnp.basic_indices(shape, allow_newaxis=True))
     region = np.empty(shape)[key].shape
     tail = region[data.draw(st.integers(0, len(region))):]  # broadcast into the region
