@@ -143,6 +143,14 @@ class RetraceWarning(UserWarning):
     it needs concretely (made static automatically): each new value costs a compile."""
 
 
+class LoopError(TracingError, TypeError):
+    """A loop (``scan``, ``lax.scan``, ``fori_loop``, ``while_loop``) whose body does not
+    fit it: a carry whose shape or dtype changes from one step to the next, taps asking
+    for more initial values than given, scanned inputs of different lengths, or a body
+    closing over a traced value of another trace. Raised while tracing, at the line
+    calling the loop."""
+
+
 class InPlaceArgumentError(UnsupportedOperation):
     """An in-place write (``x[i] = v``, ``x += y``, ``out=``) that a jitted function cannot
     honour as NumPy would: into a NumPy array that is no argument of the traced function

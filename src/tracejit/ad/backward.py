@@ -15,9 +15,11 @@ from ..errors import IRError, UnsupportedOperation
 from ..ir import TensorType, Value
 from ..trace.core import Trace, bind
 from ..trace.tracer import Tracer
+from .loop_rules import loop_vjp
 from .rules import NON_DIFFERENTIABLE, VJP, ZERO_GRADIENT
 
 _DIFFERENTIABLE_KINDS = "fc"
+LOOPS = frozenset({"scan", "while_loop"})  # ops with a body graph (ir/loop_ops.py)
 
 
 def sum_to(g: Tracer, shape: tuple[int, ...]) -> Tracer:
@@ -49,6 +51,10 @@ def _active(nodes, wrt: list[Value]) -> set[Value]:
     """The values that depend on ``wrt`` through differentiable ops (float or complex)."""
     active = set(wrt)
     for n in nodes:
+        if n.op in LOOPS:  # its results are one value: active if any input is
+            if any(v in active for v in n.inputs):
+                active.add(n.out)
+            continue
         if (n.op in NON_DIFFERENTIABLE or n.op in ZERO_GRADIENT
                 or n.out.type.dtype.kind not in _DIFFERENTIABLE_KINDS):
             continue
@@ -66,6 +72,7 @@ def backward(trace: Trace, start: int, end: int, seeds: list[tuple[Value, Tracer
     nodes = trace.nodes[start:end]
     active = _active(nodes, wrt)
     cts: dict[Value, Tracer] = {}
+    loop_cts: dict[Value, dict[int, Tracer]] = {}  # a loop's results: per result index
 
     def accumulate(v: Value, g: Tracer) -> None:
         g = fit(g, v.type)
@@ -76,8 +83,24 @@ def backward(trace: Trace, start: int, end: int, seeds: list[tuple[Value, Tracer
         if v in active:
             accumulate(v, g)
     for n in reversed(nodes):
+        if n.op in LOOPS:
+            per_result = loop_cts.pop(n.out, None)
+            if per_result is not None:
+                mark = len(trace.nodes)
+                grads = loop_vjp(trace, n, per_result, backward)
+                for v, gi in zip(n.inputs, grads, strict=True):
+                    if gi is not None and v in active:
+                        accumulate(v, gi)
+                for emitted in trace.nodes[mark:]:
+                    emitted.loc = emitted.loc or n.loc
+            continue
         g = cts.pop(n.out, None)
         if g is None:
+            continue
+        if n.op == "loop_output":
+            found = loop_cts.setdefault(n.inputs[0], {})
+            i = n.attrs["index"]
+            found[i] = g if i not in found else bind("add", found[i], g)
             continue
         if n.out.type.dtype.kind == "c":
             raise UnsupportedOperation(

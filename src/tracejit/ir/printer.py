@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .types import TensorType
+
 if TYPE_CHECKING:  # only annotations: graph.py imports this module for Graph.__str__
     from .graph import Graph, Node, Value
 
@@ -13,6 +15,8 @@ _INLINE_CONSTANT = 8  # constants with at most this many elements are printed in
 
 
 def _attr(value) -> str:
+    if isinstance(value, TensorType):
+        return str(value)
     if isinstance(value, np.dtype):
         return value.name
     if isinstance(value, np.ndarray):
@@ -22,23 +26,33 @@ def _attr(value) -> str:
     return repr(value)
 
 
-def _names(graph: Graph) -> dict[Value, str]:
+def _names(graph: Graph, prefix: str = "") -> dict[Value, str]:
     names = {v: v.name or f"in{i}" for i, v in enumerate(graph.inputs)}
     for i, node in enumerate(graph.nodes):
-        names[node.out] = f"%{i}"
+        names[node.out] = f"%{prefix}{i}"
     return names
+
+
+def _bodies(node: Node) -> list[tuple[str, Graph]]:
+    """A loop node's body graphs, named (``ir/loop_ops.py``; read through the attribute
+    so this module imports no op definitions)."""
+    loop = node.attrs.get("loop")
+    return [(k, getattr(loop, k)) for k in ("cond", "body") if hasattr(loop, k)]
 
 
 def _call(node: Node, names: dict[Value, str]) -> str:
     args = [names[v] for v in node.inputs]
-    args += [f"{k}={_attr(v)}" for k, v in node.attrs.items() if v is not None]
+    args += [f"{k}={_attr(v)}" for k, v in node.attrs.items()
+             if v is not None and not (node.op == "loop_output" and k == "type")]
     return f"{node.op}({', '.join(args)})"
 
 
-def format_graph(graph: Graph) -> str:
+def format_graph(graph: Graph, prefix: str = "") -> str:
     """The graph as Python-like text; a placed graph shows each value's device after
-    ``@`` (inputs) and first in each line's comment (nodes)."""
-    names = _names(graph)
+    ``@`` (inputs) and first in each line's comment (nodes). A loop's body graphs follow
+    its line, nested, their values numbered apart (``%1.0`` is value 0 of the body of
+    the loop at ``%1``)."""
+    names = _names(graph, prefix)
     place = graph.placement
 
     def at(v: Value) -> str:
@@ -50,11 +64,15 @@ def format_graph(graph: Graph) -> str:
     for n in graph.nodes:
         comment = [place.where(n.out)] if place is not None else []
         comment += [n.loc.short] if n.loc else []
-        rows.append((f"{names[n.out]}: {n.out.type} = {_call(n, names)}", ", ".join(comment)))
-    width = min(max((len(r) for r, _ in rows), default=0), 72)
+        rows.append((f"{names[n.out]}: {n.out.type} = {_call(n, names)}", ", ".join(comment),
+                     [format_graph(body, f"{names[n.out][1:]}.")
+                      for _, body in _bodies(n)]))
+    width = min(max((len(r) for r, _, _ in rows), default=0), 72)
     lines = [f"def {graph.name}({params}):"]
-    for text, comment in rows:
+    for text, comment, nested in rows:
         lines.append(f"    {text:<{width}}  # {comment}" if comment else f"    {text}")
+        for body in nested:
+            lines += [f"        {line}" for line in body.splitlines()]
     outs = ", ".join(names[v] for v in graph.outputs)
     lines.append(f"    return {outs}" if graph.outputs else "    return")
     return "\n".join(lines)

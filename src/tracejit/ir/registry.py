@@ -41,6 +41,7 @@ class Kind(enum.Enum):
     RANDOM = "random"  # a draw from a random generator (``ir/random_ops.py``)
     SCAN = "scan"  # cumulative along one axis (cumsum, cumprod)
     SORTING = "sorting"  # orderings and binary searches (argsort, searchsorted)
+    LOOP = "loop"  # a loop with a body graph (scan, while_loop) and its results
 
 
 class Exactness(enum.Enum):

@@ -48,6 +48,8 @@ class TensorType:
         return self.dtype
 
     def __str__(self) -> str:
+        if self.dtype.kind == "O" and self.ndim == 1:  # a loop's results (ir/loop_ops.py)
+            return f"tuple[{self.shape[0]}]"
         dims = ",".join(str(d) for d in self.shape)
         return f"{short_dtype(self.dtype)}[{dims}]" + ("~" if self.weak else "")
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from ..errors import IRError, TracejitError
 from .graph import Graph
-from .registry import REGISTRY
+from .loop_ops import Scan, body_inputs
+from .registry import REGISTRY, Kind
 
 
 def verify(graph: Graph) -> Graph:
@@ -38,8 +39,31 @@ def verify(graph: Graph) -> Graph:
                 f"{where}: output type {node.out.type} but the rule gives {expected}",
                 location=node.loc,
             )
+        for body, types in body_inputs(node) if opdef.kind is Kind.LOOP and \
+                node.op != "loop_output" else ():
+            _verify_body(node, body, types, where)
         defined.add(node.out)
     for v in graph.outputs:
         if v not in defined:
             raise IRError(f"graph output {v} is never defined", location=None)
     return graph
+
+
+def _verify_body(node, body: Graph, types: list, where: str) -> None:
+    """A loop's body graph: valid itself, taking the types its node gives it, and (the
+    body of a loop) giving back its carry's types."""
+    try:
+        verify(body)
+    except IRError as e:
+        raise IRError(f"{where}: in its {body.name}: {e.message}", location=e.location) from e
+    if [v.type for v in body.inputs] != types:
+        raise IRError(f"{where}: its {body.name} takes {[str(v.type) for v in body.inputs]}, "
+                      f"the node gives {[str(t) for t in types]}", location=node.loc)
+    loop = node.attrs["loop"]
+    if body is loop.body:
+        carry = types[loop.n_consts:loop.n_consts + (loop.n_carry if isinstance(loop, Scan)
+                                                     else len(body.outputs))]
+        outs = [v.type for v in body.outputs[:len(carry)]]
+        if outs != carry:
+            raise IRError(f"{where}: its body turns the carry {[str(t) for t in carry]} into "
+                          f"{[str(t) for t in outs]}", location=node.loc)

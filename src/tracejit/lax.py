@@ -1,0 +1,120 @@
+"""JAX's structured loops on NumPy bodies: ``scan``, ``fori_loop``, ``while_loop``, ``map``.
+
+Same signatures and pytree carries as ``jax.lax``, so JAX code ports by changing the
+import. Inside ``jit`` (or ``grad``) each records one loop node whose body is traced once,
+whatever the trip count; called on arrays it is compiled on first use, like any jitted
+function (one cache entry per body function, loop parameters and signature).
+
+Differences from JAX: ``unroll`` is accepted and ignored (the backends run the loop
+without a Python round trip per step already); ``while_loop`` and a ``fori_loop`` with
+traced bounds have no reverse-mode gradient (JAX's have none either).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .errors import LoopError
+from .trace import core
+from .trace import loops as _loops
+
+
+def _tracing() -> bool:
+    return bool(getattr(core._state, "stack", None))
+
+
+@functools.lru_cache(maxsize=128)
+def _compiled(kind: str, fn: Callable, *params) -> Callable:
+    """The jitted form of one loop, for calls outside a trace."""
+    from .api import jit
+
+    if kind == "scan":
+        length, reverse = params
+        return jit(lambda init, xs: _loops.scan(fn, init, xs, length, reverse))
+    if kind == "while_loop":
+        (cond,) = params
+        return jit(lambda init: _loops.while_loop(cond, fn, init))
+    if kind == "fori_loop":
+        lower, upper = params
+        return jit(lambda init: fori_loop(lower, upper, fn, init))
+    if kind == "fori_dynamic":  # array bounds are arguments: new bounds compile nothing
+        return jit(lambda lower, upper, init: fori_loop(lower, upper, fn, init))
+    return jit(lambda xs: map(fn, xs))
+
+
+def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None,
+         reverse: bool = False, unroll: int | bool = 1) -> tuple[Any, Any]:
+    """Loop ``carry, y = f(carry, x)`` over the leading axis of ``xs``; returns the final
+    carry and the ``y``s stacked (as ``jax.lax.scan``). ``length`` gives the trip count
+    when ``xs`` is None."""
+    if _tracing():
+        return _loops.scan(f, init, xs, length, reverse)
+    return _compiled("scan", f, length, bool(reverse))(init, xs)
+
+
+def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
+    """``while cond_fun(val): val = body_fun(val)``; returns the final ``val``."""
+    if _tracing():
+        return _loops.while_loop(cond_fun, body_fun, init_val)
+    return _compiled("while_loop", body_fun, cond_fun)(init_val)
+
+
+def _static_int(x) -> int | None:
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+        return int(x)
+    return None
+
+
+def fori_loop(lower, upper, body_fun: Callable, init_val: Any) -> Any:
+    """``for i in range(lower, upper): val = body_fun(i, val)``; returns ``val``. With
+    Python int bounds it is a ``scan`` (differentiable); with traced bounds a
+    ``while_loop``."""
+    lo, hi = _static_int(lower), _static_int(upper)
+    if not _tracing():
+        if lo is None or hi is None:
+            return _compiled("fori_dynamic", body_fun)(lower, upper, init_val)
+        return _compiled("fori_loop", body_fun, lo, hi)(init_val)
+    if lo is not None and hi is not None:
+        def step(carry, _):
+            i, val = carry
+            return (i + 1, body_fun(i, val)), None
+
+        (_, val), _ = _loops.scan(step, (np.int64(lo), init_val), None,
+                                  length=max(hi - lo, 0), what="lax.fori_loop")
+        return val
+
+    def cond(carry):
+        i, n, _ = carry
+        return i < n
+
+    def body(carry):
+        i, n, val = carry
+        return i + 1, n, body_fun(i, val)
+
+    index = np.result_type(_dtype_of(lower), _dtype_of(upper))
+    if index.kind not in "iu":
+        raise LoopError(f"lax.fori_loop: the bounds must be integers, got {index}")
+    lower_v = np.asarray(lower, index) if not hasattr(lower, "_trace") else lower.astype(index)
+    upper_v = np.asarray(upper, index) if not hasattr(upper, "_trace") else upper.astype(index)
+    _, _, val = _loops.while_loop(cond, body, (lower_v, upper_v, init_val),
+                                  what="lax.fori_loop")
+    return val
+
+
+def _dtype_of(x) -> np.dtype:
+    return x.dtype if hasattr(x, "dtype") else np.dtype(np.int64)
+
+
+def map(f: Callable, xs: Any) -> Any:  # noqa: A001  (jax.lax.map's name)
+    """``f`` applied to each slice of ``xs`` along its leading axis, results stacked."""
+    if not _tracing():
+        return _compiled("map", f)(xs)
+
+    def step(carry, x):
+        return carry, f(x)
+
+    return _loops.scan(step, (), xs, what="lax.map")[1]
