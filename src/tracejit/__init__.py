@@ -14,7 +14,7 @@ from .config import config as config  # eager: the Settings object, not its modu
 
 # public name -> the submodule defining it (None: the name is the submodule itself)
 _HOMES = {
-    "errors": None, "nn": None,
+    "errors": None, "lax": None, "nn": None,
     "grad": "ad", "jacobian": "ad", "stop_gradient": "ad", "value_and_grad": "ad", "vjp": "ad",
     "CacheInfo": "api", "JitFunction": "api", "Lowered": "api", "jit": "api",
     "available_backends": "backends", "Profile": "profiler", "profile": "profiler",
@@ -25,7 +25,7 @@ _HOMES = {
 
 __all__ = ["CacheInfo", "Device", "JitFunction", "Lowered", "Profile", "available_backends",
            "config", "default_device", "device", "devices", "errors", "grad", "jacobian",
-           "jit", "nn", "profile", "stop_gradient", "synchronize", "to_device", "to_host",
+           "jit", "lax", "nn", "profile", "stop_gradient", "synchronize", "to_device", "to_host",
            "value_and_grad", "vjp"]
 
 
@@ -44,7 +44,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
-    from . import errors, nn
+    from . import errors, lax, nn
     from .ad import grad, jacobian, stop_gradient, value_and_grad, vjp
     from .api import CacheInfo, JitFunction, Lowered, jit
     from .backends import available_backends
