@@ -14,6 +14,13 @@ calls the host's generator (NumPy's numbers; CuPy's generators give others), wit
 warning and also under ``strict``. Outputs are moved to the target. Host scalars (Python
 numbers, NumPy 0-d values) live nowhere in particular: kernels take them by value, so
 they never need a transfer.
+
+A loop (``scan``, ``while_loop``) runs on the target when the backend supports the loop
+and every node of its bodies, recursively (the backend compiles the bodies itself, as
+graphs whose inputs all live on the target); otherwise the whole loop runs on the CPU,
+and the warning names the op inside the body that kept it there. A body with an effect
+runs its loop on the CPU by design, as the effect itself would. ``loop_output`` nodes
+live where their loop runs: a loop's tuple value never moves between devices.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from dataclasses import dataclass
 
 from ..errors import PlacementError, PlacementWarning
 from ..ir import Graph, Node, Value
+from ..ir.loop_ops import bodies
 from ..ir.registry import REGISTRY, Kind, has_effect
 from ..locations import user_location
 from .fusion import LOOP_REDUCTIONS
@@ -53,18 +61,22 @@ def place(graph: Graph, target, input_devices: list, supported: Callable[[Node],
     ``cpu`` is the device that computes what the target cannot."""
     devices: dict[Value, object] = {v: d for v, d in zip(graph.inputs, input_devices,
                                                          strict=True) if d is not None}
-    fallbacks = [n for n in graph.nodes if n.op != "constant" and not supported(n)
-                 and not has_effect(n)]
+    effects = {n for n in graph.nodes if _effectful(n)}
+    blocked = {n: _blockers(n, supported) for n in graph.nodes if n not in effects}
+    fallbacks = [b for bs in blocked.values() for b in bs]  # named in errors and warnings
     if fallbacks and target != cpu and strict:
         raise PlacementError(
             f"{_describe(fallbacks)} cannot run on {target} (strict placement)",
             hint="rewrite the op with ones the GPU backend supports, or drop strict=True to "
             "let it run on the CPU with transfers around it",
             location=fallbacks[0].loc)
-    on_cpu = set(fallbacks) | {n for n in graph.nodes if has_effect(n)}
+    on_cpu = {n for n, bs in blocked.items() if bs} | effects
     node_device = {n: (cpu if n in on_cpu else target) for n in graph.nodes}
+    loop_device = {n.out: node_device[n] for n in graph.nodes if bodies(n)}
     for n in graph.nodes:  # a constant lives where its users run (the target if mixed)
-        if n.op == "constant":
+        if n.op == "loop_output":
+            node_device[n] = loop_device[n.inputs[0]]
+        elif n.op == "constant":
             users = {node_device[u] for u in graph.nodes if n.out in u.inputs}
             node_device[n] = users.pop() if len(users) == 1 else target
 
@@ -102,6 +114,21 @@ def place(graph: Graph, target, input_devices: list, supported: Callable[[Node],
             "the CPU, with transfers around it (strict=True makes this an error)",
             PlacementWarning, loc.filename if loc else "<tracejit>", loc.lineno if loc else 0)
     return placed
+
+
+def _blockers(n: Node, supported: Callable[[Node], bool]) -> list[Node]:
+    """The nodes keeping ``n`` off the target: none, ``n`` itself, or for a loop the
+    nodes of its bodies (recursively) that the target lacks."""
+    if n.op in ("constant", "loop_output"):
+        return []
+    if not supported(n):
+        return [n]
+    return [b for _, body in bodies(n) for m in body.nodes for b in _blockers(m, supported)]
+
+
+def _effectful(n: Node) -> bool:
+    """Whether ``n`` has an effect, or is a loop whose bodies hold one."""
+    return has_effect(n) or any(_effectful(m) for _, body in bodies(n) for m in body.nodes)
 
 
 def _loop_op(node: Node) -> bool:

@@ -7,6 +7,10 @@ with the transfers the placement pass inserted around them. A graph's kernels fo
 CUDA module, compiled by CuPy (NVRTC) once per source and device in this process; CuPy
 keeps the compiled code in its own on-disk kernel cache, so a new process skips NVRTC.
 
+A loop node (``scan``, ``while_loop``) placed on the GPU runs as a Python driver calling
+its body's runner per step (``loops.py``): each body is compiled here as a graph of its
+own, with its own module and runner, and the carry never leaves the GPU.
+
 ``TRACEJIT_CUDA_SYNC=1`` (read when a function compiles) makes the runner synchronise
 after every kernel, so an error names the kernel that caused it, as
 ``CUDA_LAUNCH_BLOCKING=1`` does for CUDA itself.
@@ -33,9 +37,11 @@ from ...errors import (
     ScalarOverflow,
 )
 from ...ir import Graph, Node
+from ...ir.loop_ops import bodies
 from ..base import Runner, ignore
-from . import codegen, library, runner
+from . import codegen, library, loops, runner
 from .codegen import CudaModule, fusible, generate
+from .ops import PRELUDE
 
 __all__ = ["CudaModule", "compile", "fusible", "generate", "partition", "source", "supports"]
 
@@ -55,18 +61,37 @@ def compile_later(graph: Graph) -> None:
 
 
 def supports(node: Node) -> bool:
-    """Whether the GPU computes ``node`` (the placement pass runs the rest on the CPU)."""
-    return fusible(node) or library.supported(node)
+    """Whether the GPU computes ``node`` (the placement pass runs the rest on the CPU;
+    it asks about each node of a loop's bodies too)."""
+    return node.op in loops.LOOPS or fusible(node) or library.supported(node)
 
 
-def _module(graph: Graph) -> CudaModule:
-    return generate(graph, on_device=_on_target(graph))
+def _module(graph: Graph, prefix: str = "") -> CudaModule:
+    return generate(graph, prefix, on_device=_on_target(graph))
 
 
-def source(graph: Graph) -> str:
-    """The CUDA C of the graph's kernels, then the Python runner that launches them."""
-    module = _module(graph)
-    return module.source + "\n\n" + runner.generate(graph, module, debug=debug_sync()).source
+def _loop_bodies(graph: Graph, module: CudaModule, prefix: str):
+    """(step, loop node, {body name: (placed body graph, kernel prefix)}) for each loop
+    that ``graph`` runs on the GPU; a body's kernels are named after its loop's step."""
+    place = graph.placement
+    for k, step in enumerate(module.steps):
+        node = step.kernel.nodes[0]
+        if node.op in loops.LOOPS and place.on_target(node.out):
+            yield k, node, {name: (loops.body_graph(body, place.target, supports),
+                                   f"{prefix}loop{k}_{name}_") for name, body in bodies(node)}
+
+
+def source(graph: Graph, prefix: str = "") -> str:
+    """The CUDA C of the graph's kernels, then the Python runner that launches them, then
+    the same for each body of a loop it runs on the GPU (nested loops nest further)."""
+    module = _module(graph, prefix)
+    parts = [module.source, runner.generate(graph, module, debug=debug_sync()).source]
+    for k, node, placed in _loop_bodies(graph, module, prefix):
+        for name, (body, inner) in placed.items():
+            parts.append(f"# ---- {name} of the {node.op} of step {k} ({node.attrs['loop']}), "
+                         f"run once per step by its driver ----")
+            parts.append(source(body, inner).replace(PRELUDE.strip(), "// (the prelude above)"))
+    return "\n\n".join(parts)
 
 
 def partition(graph: Graph) -> tuple[Graph, list]:
@@ -106,17 +131,22 @@ def compile(graph: Graph, profile: bool = False) -> Runner:
     return _runner(graph, profile, None)
 
 
-def _runner(graph: Graph, profile: bool, kernels: dict | None) -> Runner:
+def _runner(graph: Graph, profile: bool, kernels: dict | None, prefix: str = "") -> Runner:
     """The runner of a placed graph, binding ``kernels`` when a runner of the same graph
     compiled them already. With ``profile`` it synchronises after each step and calls
-    ``record(step, seconds)`` from its namespace."""
+    ``record(step, seconds)`` from its namespace. Loop bodies get runners of their own
+    (``prefix`` names their kernels), compiled here, before the first call."""
     place = graph.placement
     if place is None or place.target.kind != "cuda":
         raise IRError("the CUDA backend compiles graphs placed on a GPU")
     cupy = targets._cupy()
     index = place.target.index
-    module = _module(graph)
-    code = runner.generate(graph, module, cupy, profile, debug_sync())
+    module = _module(graph, prefix)
+    drivers = {k: loops.driver(cupy, node, {name: _runner(body, False, None, inner).fn
+                                            for name, (body, inner) in placed.items()})
+               for k, node, placed in _loop_bodies(graph, module, prefix)}
+    code = runner.generate(graph, module, cupy, profile, debug_sync(),
+                           lambda k, node: drivers[k])
     locations = code.namespace["locations"]
     steps = code.namespace["steps"]
     dev = cupy.cuda.Device(index)
@@ -160,6 +190,6 @@ def _runner(graph: Graph, profile: bool, kernels: dict | None) -> Runner:
     filename = f"<tracejit cuda runner: {graph.name} {id(code):x}>"
     linecache.cache[filename] = (len(code.source), None, code.source.splitlines(True), filename)
     exec(builtins.compile(code.source, filename, "exec"), namespace)
-    remake = None if profile else lambda: _runner(graph, True, kernels)
+    remake = None if profile else lambda: _runner(graph, True, kernels, prefix)
     return Runner(namespace["run"], steps, namespace=namespace, make_profiled=remake)
 

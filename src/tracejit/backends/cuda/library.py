@@ -187,6 +187,7 @@ TABLE = {
     "scatter": _scatter,
     "update_slice": _update_slice,
     "full": lambda cupy, *, shape, dtype, value: cupy.full(shape, value, dtype),
+    "loop_output": lambda cupy, results, *, index, type: results[index],
 }
 
 _FLOATS = {np.dtype(np.float32), np.dtype(np.float64)}
@@ -198,6 +199,8 @@ def supported(node) -> bool:
     """Whether ``node`` runs on the GPU as a library step."""
     if node.op not in TABLE:
         return False
+    if node.op == "loop_output":  # a loop's result, where the loop ran
+        return True
     data = [v.type.dtype for v in (node.inputs[:1] if node.op in ("gather", "scatter_add",
                                                                   "scatter")
                                    else node.inputs)]

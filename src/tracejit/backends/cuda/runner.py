@@ -6,7 +6,8 @@ compiled kernels. Per call the runner only allocates outputs and launches: kerne
 CuPy's current stream and the call returns without waiting for them (``tj.synchronize``
 waits). Library steps are CuPy calls (``library.py``); steps placed on the CPU run the op's
 NumPy implementation; transfers copy with ``cupy.asarray`` (to the GPU) or ``.get()``
-(to the host). With ``debug`` the runner synchronises after every kernel and names the
+(to the host); a loop node placed on the GPU calls its driver (``loops.py``), which runs
+the body's own runner per step. With ``debug`` the runner synchronises after every kernel and names the
 one that failed; with ``profile`` it synchronises after every step to time it.
 """
 
@@ -21,7 +22,9 @@ import numpy as np
 from ...ir import Graph, Value
 from ...ir.registry import REGISTRY
 from ...profiler import StepInfo
+from ...errors import TracejitError
 from . import library
+from .loops import LOOPS
 from .codegen import CudaModule
 
 
@@ -44,12 +47,13 @@ def _nbytes(v: Value) -> int:
 
 
 def generate(graph: Graph, module: CudaModule, cupy=None, profile: bool = False,
-             debug: bool = False) -> RunnerSource:
+             debug: bool = False, loop_driver=None) -> RunnerSource:
     """The runner of ``graph``; ``cupy`` (None to only show the source) is bound into the
-    library steps."""
+    library steps, ``loop_driver(k, node)`` (None to only show the source) gives the
+    function running loop node ``node`` of step ``k`` on the GPU."""
     place = graph.placement
     names: dict[Value, str] = {v: f"a{i}" for i, v in enumerate(graph.inputs)}
-    namespace: dict = {"np": np}
+    namespace: dict = {"np": np, "TracejitError": TracejitError}
     consts = {n.out: n.attrs["value"] for n in graph.nodes if n.op == "constant"}
     for i, v in enumerate(consts):
         names[v] = f"c{i}"
@@ -74,7 +78,7 @@ def generate(graph: Graph, module: CudaModule, cupy=None, profile: bool = False,
         where = step.kernel.nodes[0].loc.short if step.kernel.nodes[0].loc else "?"
         if step.kind == "library":
             call = _library(k, step.kernel.nodes[0], name, namespace, place, cupy,
-                            kernel_inputs)
+                            kernel_inputs, loop_driver)
             body.append(f"step = {k}; {call}, {where}")
         for launch in step.launches:
             call = []
@@ -100,7 +104,9 @@ def generate(graph: Graph, module: CudaModule, cupy=None, profile: bool = False,
     src = ["# runner: plain Python, launching the kernels above through CuPy",
            f"def run({args}):", "    step = -1", "    with device:", "        try:"]
     src += [f"            {line}" for line in body or ["pass  # nothing to compute"]]
-    src += ["        except (IndexError, ValueError, OverflowError, ZeroDivisionError) as e:",
+    src += ["        except TracejitError:",
+            "            raise  # from a loop body's step, located there",
+            "        except (IndexError, ValueError, OverflowError, ZeroDivisionError) as e:",
             "            raise located(e, step) from None",
             f"    return [{outs}]"]
     namespace["locations"] = [s.kernel.nodes[0].loc for s in module.steps]
@@ -109,20 +115,24 @@ def generate(graph: Graph, module: CudaModule, cupy=None, profile: bool = False,
                  ", ".join(n.op for n in s.kernel.nodes), s.kernel.nodes[0].loc,
                  sum(_nbytes(v) for v in s.kernel.inputs + s.kernel.outputs))
         for k, s in enumerate(module.steps)]
-    text = "\n".join(body)  # kernels inline 0-d constants: only the others go to the GPU
+    # kernels inline 0-d constants: only the others go to the GPU, and the outputs
+    text = "\n".join(body) + "\n" + outs
     on_gpu = [names[v] for v in consts if place.on_target(v)
               and re.search(rf"\b{names[v]}\b", text)]
     return RunnerSource("\n".join(src) + "\n", namespace, module.kernel_names, on_gpu)
 
 
-def _library(k: int, node, name, namespace: dict, place, cupy, kernel_inputs) -> str:
-    """The statement of library step ``k``: a transfer, a CuPy call on the GPU, or the
-    op's NumPy implementation where placement put it on the CPU."""
+def _library(k: int, node, name, namespace: dict, place, cupy, kernel_inputs,
+             loop_driver) -> str:
+    """The statement of library step ``k``: a transfer, a CuPy call on the GPU, a loop's
+    driver, or the op's NumPy implementation where placement put it on the CPU."""
     args = ", ".join(name(v) for v in node.inputs)
     if node.op == "transfer":
         call = f"{'to_host' if node.attrs['device'] == 'cpu' else 'to_device'}({args})"
     else:
-        if place.on_target(node.out):
+        if node.op in LOOPS and place.on_target(node.out):
+            impl = loop_driver(k, node) if loop_driver is not None else None
+        elif place.on_target(node.out):
             impl = functools.partial(library.TABLE[node.op], cupy, **node.attrs)
         else:
             impl = functools.partial(REGISTRY[node.op].impl, **node.attrs)
