@@ -18,9 +18,9 @@ they never need a transfer.
 A loop (``scan``, ``while_loop``) runs on the target when the backend supports the loop
 and every node of its bodies, recursively (the backend compiles the bodies itself, as
 graphs whose inputs all live on the target); otherwise the whole loop runs on the CPU,
-and the warning names the op inside the body that kept it there. A body with an effect
-runs its loop on the CPU by design, as the effect itself would. ``loop_output`` nodes
-live where their loop runs: a loop's tuple value never moves between devices.
+and the warning names the op inside the body that kept it there (tracing refuses effects
+inside bodies). ``loop_output`` nodes live where their loop runs: a loop's tuple value
+never moves between devices.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def place(graph: Graph, target, input_devices: list, supported: Callable[[Node],
     ``cpu`` is the device that computes what the target cannot."""
     devices: dict[Value, object] = {v: d for v, d in zip(graph.inputs, input_devices,
                                                          strict=True) if d is not None}
-    effects = {n for n in graph.nodes if _effectful(n)}
+    effects = {n for n in graph.nodes if has_effect(n)}
     blocked = {n: _blockers(n, supported) for n in graph.nodes if n not in effects}
     fallbacks = [b for bs in blocked.values() for b in bs]  # named in errors and warnings
     if fallbacks and target != cpu and strict:
@@ -124,11 +124,6 @@ def _blockers(n: Node, supported: Callable[[Node], bool]) -> list[Node]:
     if not supported(n):
         return [n]
     return [b for _, body in bodies(n) for m in body.nodes for b in _blockers(m, supported)]
-
-
-def _effectful(n: Node) -> bool:
-    """Whether ``n`` has an effect, or is a loop whose bodies hold one."""
-    return has_effect(n) or any(_effectful(m) for _, body in bodies(n) for m in body.nodes)
 
 
 def _loop_op(node: Node) -> bool:

@@ -7,8 +7,8 @@ CuPy's current stream and the call returns without waiting for them (``tj.synchr
 waits). Library steps are CuPy calls (``library.py``); steps placed on the CPU run the op's
 NumPy implementation; transfers copy with ``cupy.asarray`` (to the GPU) or ``.get()``
 (to the host); a loop node placed on the GPU calls its driver (``loops.py``), which runs
-the body's own runner per step. With ``debug`` the runner synchronises after every kernel and names the
-one that failed; with ``profile`` it synchronises after every step to time it.
+the body's own runner per step. With ``debug`` the runner synchronises after every kernel
+and names the one that failed; with ``profile`` it synchronises after every step to time it.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...errors import TracejitError
 from ...ir import Graph, Value
 from ...ir.registry import REGISTRY
 from ...profiler import StepInfo
-from ...errors import TracejitError
 from . import library
-from .loops import LOOPS
 from .codegen import CudaModule
+from .loops import LOOPS
 
 
 @dataclass
