@@ -267,3 +267,29 @@ def test_while_loop_reads_one_condition_per_step(cp):
     moved = cudasim.stats.h2d, cudasim.stats.d2h, cudasim.stats.d2h_bytes
     steps = int(host(k))
     assert moved == (0, steps + 1, steps + 1)  # one bool per test of the condition
+
+
+def test_zero_steps(cp):
+    xs = np.zeros((0, 3), np.float32)
+    c, ys = tj.jit(lambda c, xs: lax.scan(lambda c, x: (c + x, c * x), c, xs),
+                   device="cuda")(np.ones(3, np.float32), xs)
+    assert host(ys).shape == (0, 3)
+    np.testing.assert_array_equal(host(c), np.ones(3))
+    w = tj.jit(lambda x: lax.while_loop(lambda c: c.sum() < 0, lambda c: c - 1, x),
+               device="cuda")(np.arange(3.0))
+    np.testing.assert_array_equal(host(w), np.arange(3.0))
+
+
+def test_an_error_in_a_body_names_the_body_line(cp):
+    table = f32(5)
+
+    def f(table, idx):
+        return lax.scan(lambda c, i: (c + table[i], c), np.float32(0), idx)  # the line
+
+    g = tj.jit(f, device="cuda")
+    np.testing.assert_allclose(host(g(table, np.array([0, 4, 2]))[0]),
+                               table[[0, 4, 2]].sum(), rtol=1e-6)
+    with pytest.raises(IndexError, match="index 7 is out of bounds") as info:
+        g(table, np.array([1, 7]))
+    assert info.value.location.filename == __file__
+    assert "# the line" in info.value.location.text()

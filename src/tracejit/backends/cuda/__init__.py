@@ -72,8 +72,11 @@ def _module(graph: Graph, prefix: str = "") -> CudaModule:
 
 def _loop_bodies(graph: Graph, module: CudaModule, prefix: str):
     """(step, loop node, {body name: (placed body graph, kernel prefix)}) for each loop
-    that ``graph`` runs on the GPU; a body's kernels are named after its loop's step."""
+    that ``graph`` runs on the GPU (none before placement); a body's kernels are named
+    after its loop's step."""
     place = graph.placement
+    if place is None:
+        return
     for k, step in enumerate(module.steps):
         node = step.kernel.nodes[0]
         if node.op in loops.LOOPS and place.on_target(node.out):
