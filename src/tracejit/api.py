@@ -848,8 +848,18 @@ def _shared_outputs(graph: Graph) -> list[bool]:
             v = node.inputs[0]
             node = producers.get(v)
         shared.append(v in inputs or (node is not None and node.op in ("constant",
-                                                                         "broadcast_to")))
+                                                                         "broadcast_to"))
+                      or (node is not None and _loop_carry(node, producers)))
     return shared
+
+
+def _loop_carry(node, producers) -> bool:
+    """Whether ``node`` reads a loop's final carry: after no step, or from a body that
+    passes it through, that is the array the loop started from (an argument, a constant)."""
+    if node.op != "loop_output":
+        return False
+    loop = producers[node.inputs[0]].attrs["loop"]
+    return node.attrs["index"] < getattr(loop, "n_carry", len(loop.body.outputs))
 
 
 def jit(
