@@ -49,12 +49,13 @@ def merge_scans(graph: Graph) -> Graph:
         if pair is None:
             return graph
         short, long = pair
+        first = next(n for n in graph.nodes if n is short or n is long)
         nodes = []
         for n in graph.nodes:
-            if n is long:
+            if n is first:  # the inputs are the same: both places have them defined
+                nodes.append(long)
+            elif n is short or n is long:
                 continue
-            if n is short:
-                nodes.append(long)  # its inputs are the same: defined here already
             elif n.op == "loop_output" and n.inputs[0] is short.out:
                 nodes.append(Node(n.op, (long.out,), n.attrs, n.out, n.loc))
             else:
