@@ -5,6 +5,8 @@ outputs, non-sequences, n_steps, strict, and the errors a user can cause."""
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import tracejit as tj
 from tracejit.errors import LoopError
@@ -187,6 +189,16 @@ def test_slides_rnn_forward(backend, sizes):
     want = np_scan(one_step, [(u, [-4, 0])], [(x0, [-3, -1]), (y0, [-1])], ws)
     close(x_vals, want[0])
     close(y_vals, want[1])
+
+
+def test_slides_rnn_float32(backend):
+    args = [a.astype(np.float32) for a in rnn_params(3, 4, 2, 9)]
+    x_vals, y_vals = tj.jit(slides_rnn, backend=backend)(*args)
+    assert x_vals.dtype == y_vals.dtype == np.float32
+    u, x0, y0, *ws = [a.astype(np.float64) for a in args]
+    want = np_scan(one_step, [(u, [-4, 0])], [(x0, [-3, -1]), (y0, [-1])], ws)
+    close(x_vals, want[0], rtol=1e-5, atol=1e-5)
+    close(y_vals, want[1], rtol=1e-5, atol=1e-5)
 
 
 def test_slides_rnn_longer_initial(backend):
@@ -415,6 +427,81 @@ def test_scan_inside_scan(backend):
     close(tj.jit(f, backend=backend)(A), A.sum(1) * A[:, 0])
 
 
+# ---------------------------------------------------------------- drawn taps
+
+
+@st.composite
+def scans(draw):
+    """A scan with drawn sequences (taps in -3..3, listed in any order), outputs (None,
+    tap -1 alone, or taps in -3..-1), sizes 1..3 (every axis the same size d, where a
+    swapped axis hides), step count, n_steps and direction."""
+    d = draw(st.integers(1, 3))
+    n = draw(st.integers(1, 4))
+    taps = st.lists(st.integers(-3, 3), min_size=1, max_size=3, unique=True)
+    seq_taps = draw(st.lists(taps, max_size=2))
+    extra = draw(st.lists(st.integers(0, 2), min_size=len(seq_taps), max_size=len(seq_taps)))
+    kinds = st.one_of(st.none(), st.just([-1]),
+                      st.lists(st.integers(-3, -1), min_size=1, max_size=3, unique=True))
+    out_taps = draw(st.lists(kinds, min_size=1, max_size=2))
+    seqs = [(RNG.standard_normal((n + e + max(0, *t) - min(0, *t), d)), t)
+            for t, e in zip(seq_taps, extra, strict=True)]
+    outs = [None if t is None else (RNG.standard_normal(d if t == [-1] else (-min(t), d)), t)
+            for t in out_taps]
+    given_steps = not seqs or draw(st.booleans())
+    return seqs, outs, RNG.standard_normal((d, d)) * 0.5, n if given_steps else None, \
+        draw(st.booleans())
+
+
+def drawn_step(n_out):
+    def step(*args):
+        *xs, W = args
+        s = sum((0.3 + 0.2 * i) * x for i, x in enumerate(xs)) if xs else 0.0
+        return [np.tanh(np.dot(s + j, W)) for j in range(n_out)]
+    return step
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(case=scans())
+def test_drawn_taps_against_numpy(backend, case):
+    """Values and gradients (w.r.t. sequences, initial values and the non-sequence) of
+    drawn scans against the NumPy loop and its central differences."""
+    seqs, outs, W, n_steps, backwards = case
+    step = drawn_step(len(outs))
+    args = [a for a, _ in seqs] + [o[0] for o in outs if o is not None] + [W]
+
+    def unpack(args):
+        it = iter(args)
+        s = [(next(it), t) for _, t in seqs]
+        o = [None if o is None else (next(it), o[1]) for o in outs]
+        return s, o, next(it)
+
+    def f(*args):
+        s, o, W = unpack(args)
+        res, _ = tj.scan(step, sequences=[dict(input=a, taps=t) for a, t in s],
+                         outputs_info=[None if x is None else dict(initial=x[0], taps=x[1])
+                                       for x in o],
+                         non_sequences=W, n_steps=n_steps, go_backwards=backwards)
+        return res if isinstance(res, list) else [res]
+
+    def np_f(*args):
+        s, o, W = unpack(args)
+        return np_scan(step, s, o, [W], n_steps=n_steps, go_backwards=backwards)
+
+    got, want = tj.jit(f, backend=backend)(*args), np_f(*args)
+    for a, b in zip(got, want, strict=True):
+        close(a, b)
+    cs = [RNG.standard_normal(w.shape) for w in want]
+    grads = tj.grad(lambda *a: sum(np.sum(c * r) for c, r in zip(cs, f(*a), strict=True)),
+                    argnums=tuple(range(len(args))), backend=backend)(*args)
+
+    def np_loss(*a):
+        return sum(np.sum(c * r) for c, r in zip(cs, np_f(*a), strict=True))
+
+    for i, g in enumerate(grads):
+        close(g, central_differences(np_loss, args, i), rtol=1e-6, atol=1e-7)
+
+
 # ---------------------------------------------------------------- strict
 
 
@@ -495,6 +582,12 @@ def test_error_output_changes_type_or_shape():
            np.zeros(2, np.float32), np.ones(2))
     raises(r"output 0 has shape \(2, 2\).*gives \(2,\)",
            lambda x0: tj.scan(lambda a: a[:, None] + a, outputs_info=x0, n_steps=2),
+           np.zeros(2))
+
+
+def test_error_updates_dictionary():
+    raises(r"updates dictionary",
+           lambda x0: tj.scan(lambda a: ([a + 1], {}), outputs_info=x0, n_steps=2),
            np.zeros(2))
 
 
