@@ -196,6 +196,7 @@ def _compiled(fn: Callable, spec, steps, go_backwards, truncate, strict) -> Call
 
 def _scan(fn: Callable, seqs: list[_Seq], outs: list[_Out], nonseqs: list,
           steps: int | None, go_backwards: bool, truncate: int, strict: bool):
+    """``scan`` recorded into the current trace: its outputs (one, or a list)."""
     trace = core.current()
 
     def tracer(x) -> Tracer:  # an operand as a plain Tracer of this trace (no view)
@@ -235,12 +236,16 @@ def _trip_count(seqs: list[_Seq], values: list[Tracer], steps: int | None) -> in
                             "axis to iterate over")
         lo, hi = s.span
         length = v.shape[0] - (hi - lo)
-        if length < 0 or (steps is not None and length < steps):
-            need = f"n_steps={steps} steps" if steps is not None else "one step"
+        if length < 0:
             raise LoopError(f"scan: sequences[{i}] has {v.shape[0]} entries along its first "
-                            f"axis; with taps {list(s.taps)} that gives {max(length, 0)} "
-                            f"steps, fewer than {need} (it needs {hi - lo} entries more than "
-                            "the steps)", hint="give a longer sequence or a smaller n_steps")
+                            f"axis, but its taps {list(s.taps)} read {hi - lo + 1} entries "
+                            "apart", hint="give a longer sequence (each step reads entries "
+                            f"t{lo:+d} to t{hi:+d} of it, counting tap 0)")
+        if steps is not None and length < steps:
+            raise LoopError(f"scan: sequences[{i}] has {v.shape[0]} entries along its first "
+                            f"axis; with taps {list(s.taps)} that is {length} steps, fewer "
+                            f"than n_steps={steps}", hint="give a longer sequence or a "
+                            "smaller n_steps")
         lengths.append(length)
     if steps is not None:
         return steps
@@ -344,8 +349,9 @@ def _check_strict(nodes: list, allowed: set) -> None:
         loop = node.attrs["loop"]
         for outer, inner in zip(node.inputs[:loop.n_consts], loop.body.inputs, strict=False):
             if outer not in allowed:
-                raise LoopError("scan(strict=True): fn uses a traced value it is not given "
-                                "as an argument", location=_first_use(loop.body, inner),
+                raise LoopError(f"scan(strict=True): fn uses a traced value ({outer.type}) "
+                                "it is not given as an argument",
+                                location=_first_use(loop.body, inner),
                                 hint="pass it in non_sequences (fn then receives it as its "
                                 "last arguments)")
 
