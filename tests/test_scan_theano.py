@@ -324,6 +324,28 @@ def test_truncate_gradient_sit_sot(backend):
         close(g_W, want_W)
 
 
+def test_truncate_gradient_go_backwards(backend):
+    """go_backwards truncates the last k steps of the iteration (the first entries of the
+    sequence): the same as the forward scan of the reversed sequence, window included."""
+    xs, W = RNG.standard_normal((7, 2)), RNG.standard_normal((2, 2)) * 0.5
+    x0, c = RNG.standard_normal((2, 2)), RNG.standard_normal((7, 2))
+
+    def loss(xs, x0, W, backwards):
+        out, _ = tj.scan(lambda x, a, b, W: np.tanh(a @ W + b + x), sequences=xs,
+                         outputs_info=dict(initial=x0, taps=[-2, -1]), non_sequences=W,
+                         go_backwards=backwards, truncate_gradient=6)
+        return np.sum(c * out)
+
+    back = tj.grad(lambda xs, x0, W: loss(xs, x0, W, True), argnums=(0, 1, 2),
+                   backend=backend)(xs, x0, W)
+    fwd = tj.grad(lambda xs, x0, W: loss(xs, x0, W, False), argnums=(0, 1, 2),
+                  backend=backend)(xs[::-1].copy(), x0, W)
+    close(back[0], fwd[0][::-1])
+    close(back[1], fwd[1])
+    close(back[2], fwd[2])
+    assert np.abs(back[1]).max() > 0  # step 1 (of 6 walked) reads x0[1]
+
+
 # ---------------------------------------------------------------- the other options
 
 
