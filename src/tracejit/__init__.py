@@ -18,6 +18,7 @@ _HOMES = {
     "grad": "ad", "jacobian": "ad", "stop_gradient": "ad", "value_and_grad": "ad", "vjp": "ad",
     "CacheInfo": "api", "JitFunction": "api", "Lowered": "api", "jit": "api",
     "available_backends": "backends", "Profile": "profiler", "profile": "profiler",
+    "scan": "theano_scan",
     "Device": "targets", "default_device": "targets", "device": "targets",
     "devices": "targets", "synchronize": "targets", "to_device": "targets",
     "to_host": "targets",
@@ -25,8 +26,8 @@ _HOMES = {
 
 __all__ = ["CacheInfo", "Device", "JitFunction", "Lowered", "Profile", "available_backends",
            "config", "default_device", "device", "devices", "errors", "grad", "jacobian",
-           "jit", "lax", "nn", "profile", "stop_gradient", "synchronize", "to_device", "to_host",
-           "value_and_grad", "vjp"]
+           "jit", "lax", "nn", "profile", "scan", "stop_gradient", "synchronize", "to_device",
+           "to_host", "value_and_grad", "vjp"]
 
 
 def __getattr__(name: str):
@@ -58,3 +59,4 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
         to_device,
         to_host,
     )
+    from .theano_scan import scan
