@@ -51,10 +51,9 @@ def merge_scans(graph: Graph) -> Graph:
         short, long = pair
         nodes = []
         for n in graph.nodes:
-            if n is long:
-                continue
-            if n is short:
-                nodes.append(long)  # its inputs are the same: defined here already
+            if n is long or n is short:  # at the first of the two: both inputs are defined
+                if long not in nodes:
+                    nodes.append(long)
             elif n.op == "loop_output" and n.inputs[0] is short.out:
                 nodes.append(Node(n.op, (long.out,), n.attrs, n.out, n.loc))
             else:

@@ -1,0 +1,227 @@
+"""The tools around loops: the residuals pass (a scan's gradient reads what its forward
+loop stored instead of recomputing it), the memory a long scan stacks (profiler), the
+Graphviz export of loop bodies and ``jit(check=True)`` on loops.
+
+Gradients are compared in float64 with the pass and without it, and with central finite
+differences of a NumPy loop (the oracle)."""
+
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit import api, lax
+from tracejit.passes import pipeline
+from tracejit.trace import loops
+
+RNG = np.random.default_rng(15)
+EPS = 1e-6
+W = RNG.standard_normal((4, 4)) * 0.4
+H0 = RNG.standard_normal((2, 4))
+XS = RNG.standard_normal((6, 2, 4))
+
+WITHOUT = tuple(p for p in pipeline.DEFAULT_PASSES if p.__name__ != "residuals")
+
+
+@pytest.fixture
+def no_residuals(monkeypatch):
+    """jit compiles with every default pass except the residuals pass."""
+    monkeypatch.setattr(api, "run_pipeline", lambda g: pipeline.run_pipeline(g, WITHOUT))
+
+
+def numeric_grad(f, xs, eps=EPS):
+    grads = []
+    for i, x in enumerate(xs):
+        g = np.zeros_like(x)
+        for idx in np.ndindex(x.shape):
+            plus, minus = x.copy(), x.copy()
+            plus[idx] += eps
+            minus[idx] -= eps
+            g[idx] = (f(*xs[:i], plus, *xs[i + 1:]) - f(*xs[:i], minus, *xs[i + 1:])) / (2 * eps)
+        grads.append(g)
+    return grads
+
+
+# ---------------------------------------------------------------- the programs
+
+
+def rnn(w, h0, xs, reverse=False, truncate=-1):
+    """A tanh RNN whose loss reads the final state and every step's output."""
+
+    def step(h, x):
+        h = np.tanh(h @ w + x)
+        return h, np.exp(h).sum()
+
+    h, ys = loops.scan(step, h0, xs, reverse=reverse, truncate=truncate)
+    return (h ** 2).sum() + (ys * np.arange(1, len(xs) + 1)).sum()
+
+
+def rnn_np(w, h0, xs, reverse=False, first=None):
+    """The NumPy loop of ``rnn``; steps before ``first`` (in the loop's order) use
+    ``first[0]`` for ``w`` (the truncated gradient's oracle: no gradient flows there)."""
+    h, total = h0, 0.0
+    order = range(len(xs) - 1, -1, -1) if reverse else range(len(xs))
+    for k, t in enumerate(order):
+        wt = first[0] if first is not None and k < first[1] else w
+        h = np.tanh(h @ wt + xs[t])
+        total = total + np.exp(h).sum() * (t + 1)
+    return (h ** 2).sum() + total
+
+
+def nested(w, h0, xs):
+    """A scan whose body runs a scan of its own."""
+
+    def outer(h, x):
+        def inner(g, _):
+            return np.sin(g @ w) + 0.5 * g, (g * g).sum()
+
+        g, ys = lax.scan(inner, h + x, None, length=3)
+        return g, ys.sum()
+
+    h, ys = lax.scan(outer, h0, xs)
+    return (h ** 2).sum() + ys.sum()
+
+
+def nested_np(w, h0, xs):
+    h, total = h0, 0.0
+    for x in xs:
+        g = h + x
+        for _ in range(3):
+            total = total + (g * g).sum()
+            g = np.sin(g @ w) + 0.5 * g
+        h = g
+    return (h ** 2).sum() + total
+
+
+def _grads(fn, args, backend, **kw):
+    return tj.jit(tj.grad(lambda *a: fn(*a, **kw), argnums=(0, 1, 2)), backend=backend)(*args)
+
+
+# ---------------------------------------------------------------- residuals
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_rnn_gradient_with_residuals_equals_without_and_finite_differences(
+        backend, reverse, monkeypatch):
+    args = (W, H0, XS)
+    got = _grads(rnn, args, backend, reverse=reverse)
+    want = numeric_grad(lambda *a: rnn_np(*a, reverse=reverse), list(args))
+    for g, n in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, n, rtol=1e-6, atol=1e-7)
+    monkeypatch.setattr(api, "run_pipeline", lambda g: pipeline.run_pipeline(g, WITHOUT))
+    plain = _grads(rnn, args, backend, reverse=reverse)
+    for g, p in zip(got, plain, strict=True):
+        np.testing.assert_allclose(g, p, rtol=1e-13, atol=1e-13)
+
+
+def _scans(graph):
+    """(scan node, depth) for every scan of ``graph``, nested bodies included."""
+    found = []
+
+    def walk(g, depth):
+        for n in g.nodes:
+            if n.op == "scan":
+                found.append((n, depth))
+                walk(n.attrs["loop"].body, depth + 1)
+
+    walk(graph, 0)
+    return found
+
+
+def _ops(graph):
+    return [n.op for n in graph.nodes]
+
+
+def test_the_backward_body_reads_residuals_instead_of_recomputing():
+    graph = tj.jit(tj.grad(rnn)).lower(W, H0, XS).optimized_graph
+    (fwd, _), (bwd, _) = _scans(graph)
+    fbody, bbody = fwd.attrs["loop"].body, bwd.attrs["loop"].body
+    # the backward body: the two matmuls of the VJP, no tanh or exp computed again
+    assert _ops(bbody).count("matmul") == 2
+    assert "tanh" not in _ops(bbody) and "exp" not in _ops(bbody)
+    assert any((v.name or "").startswith("res") for v in bbody.inputs)
+    # the forward loop computes its step once and stacks what the backward one reads
+    assert _ops(fbody).count("matmul") == 1 and _ops(fbody).count("tanh") == 1
+    assert len([n for n in graph.nodes if n.op == "scan"]) == 2
+
+
+def test_without_the_pass_the_backward_body_recomputes(no_residuals):
+    graph = tj.jit(tj.grad(rnn)).lower(W, H0, XS).optimized_graph
+    _, (bwd, _) = _scans(graph)
+    assert _ops(bwd.attrs["loop"].body).count("matmul") == 3
+
+
+def test_cheap_elementwise_work_is_recomputed_not_stored():
+    def loss(w, h0, xs):
+        def step(h, x):
+            h = h * w + x  # only exact elementwise ops: nothing is worth storing
+            return h, (h * h).sum()
+
+        h, ys = lax.scan(step, h0, xs)
+        return ys.sum() + h.sum()
+
+    w = RNG.standard_normal(4)
+    graph = tj.jit(tj.grad(loss)).lower(w, H0, XS).optimized_graph
+    (fwd, _), (bwd, _) = _scans(graph)
+    assert not any((v.name or "").startswith("res") for v in bwd.attrs["loop"].body.inputs)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_truncated_gradient_with_residuals(backend, reverse, monkeypatch):
+    k = 2
+    got = _grads(rnn, (W, H0, XS), backend, reverse=reverse, truncate=k)
+    assert "slice" in tj.jit(tj.grad(lambda *a: rnn(*a, reverse=reverse, truncate=k))).lower(
+        W, H0, XS).optimized_ir
+    # the oracle: the first len - k steps (in the loop's order) use a frozen w and xs
+    first = len(XS) - k
+    want_w = numeric_grad(lambda w: rnn_np(w, H0, XS, reverse, (W, first)), [W])[0]
+    np.testing.assert_allclose(got[0], want_w, rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(got[1], 0)  # the initial carry is before the window
+    steps = slice(len(XS) - k, None) if not reverse else slice(0, k)
+    assert not got[2][slice(0, first) if not reverse else slice(k, None)].any()
+    want_x = numeric_grad(lambda xs: rnn_np(W, H0, xs, reverse, (W, first)), [XS])[0]
+    np.testing.assert_allclose(got[2][steps], want_x[steps], rtol=1e-6, atol=1e-7)
+    monkeypatch.setattr(api, "run_pipeline", lambda g: pipeline.run_pipeline(g, WITHOUT))
+    plain = _grads(rnn, (W, H0, XS), backend, reverse=reverse, truncate=k)
+    for g, p in zip(got, plain, strict=True):
+        np.testing.assert_allclose(g, p, rtol=1e-13, atol=1e-13)
+
+
+def test_nested_scans_with_residuals(backend, monkeypatch):
+    args = (W, H0, XS[:4])
+    got = _grads(nested, args, backend)
+    want = numeric_grad(nested_np, list(args))
+    for g, n in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, n, rtol=1e-6, atol=1e-7)
+    graph = tj.jit(tj.grad(nested)).lower(*args).optimized_graph
+    # the inner backward loop (a reverse scan inside the outer reverse scan) reads the
+    # inner matmul's result, stacked by the outer forward loop, and recomputes no matmul
+    inner = [n for n, depth in _scans(graph) if depth == 1 and n.attrs["loop"].reverse]
+    assert inner and all(_ops(n.attrs["loop"].body).count("matmul") == 2 for n in inner)
+    assert all("sin" not in _ops(n.attrs["loop"].body) for n in inner)
+    monkeypatch.setattr(api, "run_pipeline", lambda g: pipeline.run_pipeline(g, WITHOUT))
+    plain = _grads(nested, args, backend)
+    for g, p in zip(got, plain, strict=True):
+        np.testing.assert_allclose(g, p, rtol=1e-12, atol=1e-13)
+
+
+def test_grad_of_grad_through_a_scan_with_residuals(backend, monkeypatch):
+    def loss(w, h0, xs):
+        def step(h, x):
+            h = np.tanh(h * w + x)
+            return h, np.exp(h).sum()
+
+        h, ys = lax.scan(step, h0, xs)
+        return (h ** 2).sum() + ys.sum()
+
+    h0, xs, w = H0[0], XS[:, 0], np.array(0.7)
+    first = tj.jit(tj.grad(loss), backend=backend)
+    second = tj.jit(tj.grad(lambda w, h0, xs: tj.grad(loss)(w, h0, xs)), backend=backend)
+    got = second(w, h0, xs)
+    want = numeric_grad(lambda w: first(w, h0, xs), [w])[0]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    ir = second.lower(w, h0, xs).optimized_graph
+    assert sum("tanh" in _ops(n.attrs["loop"].body) for n, _ in _scans(ir)) == 1
+    monkeypatch.setattr(api, "run_pipeline", lambda g: pipeline.run_pipeline(g, WITHOUT))
+    plain = tj.jit(tj.grad(lambda w, h0, xs: tj.grad(loss)(w, h0, xs)), backend=backend)
+    np.testing.assert_allclose(got, plain(w, h0, xs), rtol=1e-13, atol=1e-13)
