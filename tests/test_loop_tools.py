@@ -6,11 +6,18 @@ Gradients are compared in float64 with the pass and without it, and with central
 differences of a NumPy loop (the oracle)."""
 
 
+import dataclasses
+import inspect
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import tracejit as tj
 from tracejit import api, lax
+from tracejit.backends.cpu import ops as cpu_ops
+from tracejit.errors import KernelMismatch, NonFiniteValue
+from tracejit.ir.registry import REGISTRY
 from tracejit.passes import pipeline
 from tracejit.trace import loops
 
@@ -225,3 +232,102 @@ def test_grad_of_grad_through_a_scan_with_residuals(backend, monkeypatch):
     monkeypatch.setattr(api, "run_pipeline", lambda g: pipeline.run_pipeline(g, WITHOUT))
     plain = tj.jit(tj.grad(lambda w, h0, xs: tj.grad(loss)(w, h0, xs)), backend=backend)
     np.testing.assert_allclose(got, plain(w, h0, xs), rtol=1e-13, atol=1e-13)
+
+
+# ---------------------------------------------------------------- check=True with loops
+
+
+def _line(fn, text: str) -> int:
+    lines, start = inspect.getsourcelines(fn)
+    return start + next(i for i, line in enumerate(lines) if text in line)
+
+
+def newton(a):
+    """Square roots by Newton's iteration until it settles: a while_loop."""
+    def cond(c):
+        x, i = c
+        return (np.abs(x * x - a).max() > 1e-12) & (i < 50)
+
+    x, _ = lax.while_loop(cond, lambda c: ((c[0] + a / c[0]) / 2, c[1] + 1), (a, 0))
+    return x
+
+
+@pytest.mark.parametrize("program", ["rnn", "reverse", "nested", "grad", "grad_nested",
+                                     "newton", "fori"])
+def test_check_passes_on_loop_programs(backend, program):
+    a = np.abs(RNG.standard_normal(5)) + 0.5
+    fn, args = {
+        "rnn": (rnn, (W, H0, XS)),
+        "reverse": (lambda *a: rnn(*a, reverse=True), (W, H0, XS)),
+        "nested": (nested, (W, H0, XS[:3])),
+        "grad": (tj.grad(rnn, argnums=(0, 2)), (W, H0, XS)),
+        "grad_nested": (tj.grad(nested), (W, H0, XS[:3])),
+        "newton": (newton, (a,)),
+        "fori": (lambda x: lax.fori_loop(0, 7, lambda i, c: c * 0.5 + np.cos(c) * i, x),
+                 (H0,)),
+    }[program]
+    got = tj.jit(fn, backend=backend, check=True)(*args)
+    want = tj.jit(fn, backend=backend)(*args)
+    for g, w in zip(np.atleast_1d(got) if not isinstance(got, tuple) else got,
+                    np.atleast_1d(want) if not isinstance(want, tuple) else want, strict=True):
+        np.testing.assert_array_equal(g, w)
+
+
+def _wrong_scan(monkeypatch):
+    """The compiled programs' scan (the library step both backends call) forgets the
+    last step: a loop implementation that computes the wrong thing."""
+    right = REGISTRY["scan"]
+
+    def wrong(*args, loop):
+        short = dataclasses.replace(loop, length=loop.length - 1)
+        nc, nk = loop.n_consts, loop.n_carry
+        out = right.impl(*args[:nc + nk], *(x[:-1] for x in args[nc + nk:]), loop=short)
+        return out[:nk] + tuple(np.concatenate([y, y[-1:]]) for y in out[nk:])
+
+    monkeypatch.setitem(REGISTRY, "scan", dataclasses.replace(right, impl=wrong))
+
+
+def test_check_finds_a_wrong_loop_and_names_its_line(backend, monkeypatch):
+    def f(w, h0, xs):
+        def step(h, x):
+            return np.tanh(h @ w + x), h.sum()
+
+        h, ys = lax.scan(step, h0, xs)  # the faulty loop
+        return h, ys
+
+    _wrong_scan(monkeypatch)
+    with pytest.raises(KernelMismatch) as info:
+        tj.jit(f, backend=backend, check=True)(W, H0, XS)
+    message = str(info.value)
+    assert "scan" in message and "result 0" in message and "largest error" in message
+    assert f"test_loop_tools.py:{_line(f, 'the faulty loop')}" in message
+    with np.load(Path(info.value.reproducer) / "inputs.npz") as inputs:
+        assert any(np.array_equal(inputs[k], XS) for k in inputs.files)
+
+
+def test_check_finds_a_broken_kernel_after_a_loop(monkeypatch):
+    def f(x, y):
+        c, _ = lax.scan(lambda c, r: (c + np.exp(r), None), x[0], x)
+        return (c - y).sum()  # the faulty op
+
+    monkeypatch.setitem(cpu_ops._ANY, "subtract", "({0} + {1})")
+    x, y = XS[:, 0], XS[0, 1]
+    with pytest.raises(KernelMismatch) as info:
+        tj.jit(f, backend="cpu", check=True)(x, y)
+    message = str(info.value)
+    assert "subtract" in message and f"test_loop_tools.py:{_line(f, 'the faulty op')}" in message
+
+
+def test_check_nan_names_the_body_op_and_the_trip(backend):
+    def f(x):
+        def step(c, _):
+            c = c - 1.0
+            return c, np.log(c)  # the first NaN
+
+        return lax.scan(step, x, None, length=5)[1]
+
+    with pytest.raises(NonFiniteValue) as info:
+        tj.jit(f, backend=backend, check="nan")(np.array([3.5, 9.0]))
+    message = str(info.value)
+    assert "log" in message and "trip 3" in message
+    assert f"test_loop_tools.py:{_line(f, 'the first NaN')}" in message
