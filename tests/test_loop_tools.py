@@ -8,6 +8,9 @@ differences of a NumPy loop (the oracle)."""
 
 import dataclasses
 import inspect
+import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -331,3 +334,48 @@ def test_check_nan_names_the_body_op_and_the_trip(backend):
     message = str(info.value)
     assert "log" in message and "trip 3" in message
     assert f"test_loop_tools.py:{_line(f, 'the first NaN')}" in message
+
+
+# ---------------------------------------------------------------- Graphviz
+
+
+def _dot_statements(text: str):
+    """(declared node ids, edges as (tail, head))."""
+    declared = re.findall(r"^\s*(\w+) \[shape=", text, re.M)
+    edges = re.findall(r"^\s*(\w+) -> (\w+)", text, re.M)
+    return declared, edges
+
+
+def test_dot_draws_loop_bodies_as_nested_clusters(tmp_path):
+    graph = tj.jit(tj.grad(nested)).lower(W, H0, XS[:3]).optimized_graph
+    text = graph.to_dot()
+    assert text.count("{") == text.count("}")
+    depth, deepest = 0, 0
+    for ch in text:
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        assert depth >= 0
+        deepest = max(deepest, depth)
+    assert deepest == 3  # the graph, an outer body, an inner body
+    clusters = re.findall(r"subgraph (cluster_\w+) \{", text)
+    n_bodies = sum(1 for _ in _scans(graph))
+    assert len(clusters) == len(set(clusters)) == n_bodies
+    assert text.count('label="scan body"') == n_bodies
+    declared, edges = _dot_statements(text)
+    assert len(declared) == len(set(declared))
+    assert all(a in declared and b in declared for a, b in edges)
+    # each loop node points into its cluster
+    for cluster in clusters:
+        assert re.search(rf"-> \w+ \[lhead={cluster}, style=dashed", text)
+    if shutil.which("dot"):
+        done = subprocess.run(["dot", "-Tsvg"], input=text, capture_output=True, text=True,
+                              timeout=60, check=True)
+        assert done.stdout.count('class="cluster"') == n_bodies
+
+
+def test_dot_labels_a_while_loops_cond_and_body():
+    text = tj.jit(newton).lower(np.ones(3)).optimized_graph.to_dot()
+    assert 'label="while cond"' in text and 'label="while body"' in text
+    assert text.count("{") == text.count("}")
+    if shutil.which("dot"):
+        subprocess.run(["dot", "-Tsvg"], input=text, capture_output=True, text=True,
+                       timeout=60, check=True)
