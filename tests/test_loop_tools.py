@@ -379,3 +379,51 @@ def test_dot_labels_a_while_loops_cond_and_body():
     if shutil.which("dot"):
         subprocess.run(["dot", "-Tsvg"], input=text, capture_output=True, text=True,
                        timeout=60, check=True)
+
+
+# ---------------------------------------------------------------- memory of a scan
+
+
+def test_loop_memory_counts_the_stacked_results_and_residuals():
+    lowered = tj.jit(tj.grad(rnn)).lower(W, H0, XS)
+    (fwd, _), (bwd, _) = _scans(lowered.optimized_graph)
+    fwd_mem, bwd_mem = tj.profiler.loop_memory(lowered)
+    item = XS.itemsize
+    carry, y = H0.size * item, item  # the stacked carry, each step's scalar y
+    stored = sum(v.type.size * item for v in bwd.attrs["loop"].body.inputs
+                 if (v.name or "").startswith("res"))
+    assert stored == 2 * H0.size * item  # tanh(...) and exp(tanh(...)), one step's worth
+    assert fwd_mem.loop == "%0" and fwd_mem.steps == len(XS)
+    assert fwd_mem.per_step == y + carry + stored
+    assert fwd_mem.residuals_per_step == carry + stored
+    assert fwd_mem.total == len(XS) * fwd_mem.per_step
+    assert fwd_mem.where == f"test_loop_tools.py:{_line(rnn, 'loops.scan(step')}"
+    # the backward loop stacks the cotangent of xs, which nothing reads back
+    assert bwd_mem.per_step == XS[0].nbytes and bwd_mem.residuals_per_step == 0
+
+
+def test_loop_memory_without_the_pass_stores_the_carries_only(no_residuals):
+    fwd_mem, _ = tj.profiler.loop_memory(tj.jit(tj.grad(rnn)).lower(W, H0, XS))
+    assert fwd_mem.residuals_per_step == H0.nbytes
+
+
+def test_loop_memory_of_nested_scans():
+    found = {m.loop: m for m in tj.profiler.loop_memory(tj.jit(nested).lower(W, H0, XS))}
+    assert set(found) == {"%0", "%0.1"}  # the outer scan; the inner one, in its body
+    assert found["%0.1"].steps == 3 and found["%0.1"].per_step == XS.itemsize
+    assert found["%0"].per_step == XS.itemsize and found["%0"].residuals == 0
+
+
+def test_the_profile_lists_the_memory_of_its_loops():
+    f = tj.jit(tj.grad(rnn))
+    with tj.profile() as p:
+        f(W, H0, XS)
+    text = str(p)
+    section = text.split("loops: ")[1].split("\n\n")[0].splitlines()
+    assert "per step" in section[1] and "residuals" in section[1]
+    (row,) = [r for r in section if r.startswith("grad_rnn/%0 ")]
+    mem = p.loops[0]
+    assert mem.loop == "%0" and f"{mem.steps}" in row and f"{mem.per_step} B" in row
+    with tj.profile() as plain:
+        tj.jit(lambda x: x * 2)(XS)
+    assert "loops:" not in str(plain) and plain.loops == []

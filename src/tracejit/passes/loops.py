@@ -49,11 +49,12 @@ def merge_scans(graph: Graph) -> Graph:
         if pair is None:
             return graph
         short, long = pair
+        merged = Node(long.op, long.inputs, long.attrs, long.out, short.loc or long.loc)
         nodes = []
         for n in graph.nodes:
             if n is long or n is short:  # at the first of the two: both inputs are defined
-                if long not in nodes:
-                    nodes.append(long)
+                if merged not in nodes:  # at the user's line (the shorter is the user's loop)
+                    nodes.append(merged)
             elif n.op == "loop_output" and n.inputs[0] is short.out:
                 nodes.append(Node(n.op, (long.out,), n.attrs, n.out, n.loc))
             else:
