@@ -237,6 +237,95 @@ def test_grad_of_grad_through_a_scan_with_residuals(backend, monkeypatch):
     np.testing.assert_allclose(got, plain(w, h0, xs), rtol=1e-13, atol=1e-13)
 
 
+def _lstm(c, x, w):
+    h, cell = c
+    z = h @ w + x
+    gate = 1 / (1 + np.exp(-z))
+    cell = gate * cell + (1 - gate) * np.tanh(z)
+    h = gate * np.tanh(cell)
+    return (h, cell), (h.sum(), (cell * cell).sum())
+
+
+def _counter(c, x, w):
+    i, h = c
+    h = h * np.cos(w[0]) + np.sin(x * i)
+    return (i + 1, h), h.max()
+
+
+def _invariant(c, x, w):
+    return c * np.exp(w).sum(axis=0) + x, None  # exp(w) is the same at every step
+
+
+def _relu(c, x, w):
+    c = np.maximum(c @ w + x, 0.1 * c)
+    return c, c
+
+
+def _normalise(c, x, w):
+    c = c @ w + x
+    c = (c - c.mean(axis=-1, keepdims=True)) / np.sqrt((c * c).sum(axis=-1, keepdims=True) + 1)
+    return c, np.abs(c) ** 3
+
+
+BODIES = {"lstm": (_lstm, lambda: (H0, H0 * 0.5)), "counter": (_counter, lambda: (np.int64(0), H0)),
+          "invariant": (_invariant, lambda: H0), "relu": (_relu, lambda: H0),
+          "normalise": (_normalise, lambda: H0)}
+
+
+def _np_scan(step, init, xs, w, reverse):
+    carry, ys = init, []
+    for t in (range(len(xs) - 1, -1, -1) if reverse else range(len(xs))):
+        carry, y = step(carry, xs[t], w)
+        ys.append((t, y))
+    return carry, [y for _, y in sorted(ys, key=lambda p: p[0])]
+
+
+def _objective(leaves):
+    """A loss that weighs every float leaf differently."""
+    total = 0.0
+    for k, leaf in enumerate(leaves):
+        leaf = np.asarray(leaf) if not hasattr(leaf, "dtype") else leaf
+        if leaf.dtype.kind == "f":
+            total = total + (leaf * np.linspace(0.5, 1.5, leaf.size).reshape(leaf.shape)).sum() * (
+                k + 1)
+    return total
+
+
+def _flat(tree):
+    if isinstance(tree, tuple | list):
+        return [leaf for item in tree for leaf in _flat(item)]
+    return [] if tree is None else [tree]
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("name", sorted(BODIES))
+def test_bodies_gradients_with_residuals(name, reverse, monkeypatch):
+    step, init = BODIES[name]
+    xs, w = XS[:5], W
+
+    def traced(w, xs):
+        carry, ys = lax.scan(lambda c, x: step(c, x, w), init(), xs, reverse=reverse)
+        return _objective(_flat(carry) + _flat(ys))
+
+    def oracle(w, xs):
+        carry, ys = _np_scan(step, init(), xs, w, reverse)
+        return _objective(_flat(carry) + [np.stack(leaves) for leaves in zip(
+            *[_flat(y) for y in ys], strict=True)])
+
+    got = tj.jit(tj.grad(traced, argnums=(0, 1)))(w, xs)
+    want = numeric_grad(oracle, [w, xs])
+    for g, n in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, n, rtol=1e-6, atol=1e-6)
+    graph = tj.jit(tj.grad(traced, argnums=(0, 1))).lower(w, xs).optimized_graph
+    stored = [v for n, _ in _scans(graph) if n.attrs["loop"].reverse != reverse
+              for v in n.attrs["loop"].body.inputs if (v.name or "").startswith("res")]
+    assert bool(stored) == (name != "invariant")
+    monkeypatch.setattr(api, "run_pipeline", lambda g: pipeline.run_pipeline(g, WITHOUT))
+    plain = tj.jit(tj.grad(traced, argnums=(0, 1)))(w, xs)
+    for g, p in zip(got, plain, strict=True):
+        np.testing.assert_allclose(g, p, rtol=1e-12, atol=1e-13)
+
+
 # ---------------------------------------------------------------- check=True with loops
 
 
@@ -385,7 +474,7 @@ def test_dot_labels_a_while_loops_cond_and_body():
 
 
 def test_loop_memory_counts_the_stacked_results_and_residuals():
-    lowered = tj.jit(tj.grad(rnn)).lower(W, H0, XS)
+    lowered = tj.jit(tj.value_and_grad(rnn, argnums=(0, 2))).lower(W, H0, XS)
     (fwd, _), (bwd, _) = _scans(lowered.optimized_graph)
     fwd_mem, bwd_mem = tj.profiler.loop_memory(lowered)
     item = XS.itemsize
@@ -403,8 +492,21 @@ def test_loop_memory_counts_the_stacked_results_and_residuals():
 
 
 def test_loop_memory_without_the_pass_stores_the_carries_only(no_residuals):
-    fwd_mem, _ = tj.profiler.loop_memory(tj.jit(tj.grad(rnn)).lower(W, H0, XS))
+    fwd_mem = tj.profiler.loop_memory(tj.jit(tj.grad(rnn)).lower(W, H0, XS))[0]
     assert fwd_mem.residuals_per_step == H0.nbytes
+
+
+def test_stacked_results_no_one_reads_are_not_stored():
+    # the gradient in w alone: the backward loop's cotangents of xs, the forward loop's
+    # ys (only their cotangents matter) and the unread xs slices all go
+    graph = tj.jit(tj.grad(rnn)).lower(W, H0, XS).optimized_graph
+    (fwd, _), (bwd, _) = _scans(graph)
+    floop, bloop = fwd.attrs["loop"], bwd.attrs["loop"]
+    assert len(bloop.body.outputs) == bloop.n_carry
+    assert "sum" not in _ops(floop.body)
+    assert graph.inputs[2] not in bwd.inputs
+    (mem,) = tj.profiler.loop_memory(graph)
+    assert mem.per_step == mem.residuals_per_step == 3 * H0.nbytes
 
 
 def test_loop_memory_of_nested_scans():

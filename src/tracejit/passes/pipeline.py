@@ -19,7 +19,7 @@ from .stabilize import stabilize
 Pass = Callable[[Graph], Graph]
 # each runs inside loop bodies too (ir/loop_ops.py)
 DEFAULT_PASSES: tuple[Pass, ...] = tuple(in_bodies(p) for p in (
-    merge_scans, residuals, stabilize, simplify, dce))
+    merge_scans, stabilize, residuals, simplify, dce))
 
 
 def run_pipeline(

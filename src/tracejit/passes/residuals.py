@@ -23,6 +23,11 @@ and transcendental elementwise ops (``exp``, ``tanh``, ``power``: tens of flops 
 element; the registry's ``Exactness.ULP`` ops) are stored. A value that depends on no
 per-step slice (only on consts) is never stored: it is the same at every step.
 
+It runs after ``stabilize``: both bodies are rewritten alike first, so the backward body
+reads the forward body's stable form, which it could not rewrite once it reads a stored
+value. Stacked results no one reads are then dropped (``prune``), with the scanned inputs
+no body reads: a carry the backward loop no longer needs is not stored at all.
+
 Only values ``f`` computes already are stored: moving other work into ``f`` would not
 save any. Pairs are found by value identity, so reverse scans, ``truncate`` (``b`` reads
 a window ``[a:b]`` of the stacked results: the new residuals are sliced the same way) and
@@ -55,12 +60,86 @@ def expensive(node: Node) -> bool:
 
 def residuals(graph: Graph) -> Graph:
     """Make each backward scan read the expensive values its forward scan computes as
-    stacked residuals, one (forward, backward) pair at a time until none is left."""
+    stacked residuals, one (forward, backward) pair at a time until none is left; then
+    stop stacking what no one reads (``prune``)."""
     while True:
         found = _next_pair(graph)
         if found is None:
-            return graph
+            return prune(graph)
         graph = _apply(graph, *found)
+
+
+def prune(graph: Graph) -> Graph:
+    """Scans without the consts and scanned inputs their body does not read, and without
+    the stacked results no one reads (a carry the backward loop no longer needs once it
+    reads residuals is not stored: ``length x size`` bytes saved); until nothing changes."""
+    while True:
+        pruned = _stacked_unread(_inputs_unread(graph))
+        if pruned is graph:
+            return graph
+        graph = pruned
+
+
+def _inputs_unread(graph: Graph) -> Graph:
+    changed, nodes = False, []
+    for n in graph.nodes:
+        loop = n.attrs.get("loop")
+        if isinstance(loop, Scan):
+            body = loop.body
+            read = {v for m in body.nodes for v in m.inputs} | set(body.outputs)
+            carry = range(loop.n_consts, loop.n_consts + loop.n_carry)
+            keep = [i for i, v in enumerate(body.inputs) if v in read or i in carry]
+            if len(keep) < len(body.inputs):
+                changed = True
+                new = dataclasses.replace(
+                    loop, body=Graph([body.inputs[i] for i in keep], body.nodes, body.outputs,
+                                     body.name),
+                    n_consts=sum(i < loop.n_consts for i in keep))
+                n = Node(n.op, tuple(n.inputs[i] for i in keep), {**n.attrs, "loop": new},
+                         n.out, n.loc)
+        nodes.append(n)
+    return graph.replace(nodes=nodes) if changed else graph
+
+
+def _stacked_unread(graph: Graph) -> Graph:
+    live = set(graph.outputs)
+    for n in reversed(graph.nodes):
+        if n.out in live or has_effect(n):
+            live.add(n.out)
+            live.update(n.inputs)
+    read: dict[Value, set[int]] = {}
+    for n in graph.nodes:
+        if n.op == "loop_output" and n.out in live:
+            read.setdefault(n.inputs[0], set()).add(n.attrs["index"])
+    renamed: dict[Value, tuple[Node, dict[int, int]]] = {}
+    for n in graph.nodes:
+        loop = n.attrs.get("loop")
+        if not isinstance(loop, Scan):
+            continue
+        keep = [i for i in range(len(loop.body.outputs))
+                if i < loop.n_carry or i in read.get(n.out, ())]
+        if len(keep) < len(loop.body.outputs):
+            body = loop.body
+            new = dataclasses.replace(loop, body=Graph(
+                body.inputs, body.nodes, [body.outputs[i] for i in keep], body.name))
+            out = Value(TensorType((len(keep),), np.dtype(object)))
+            renamed[n.out] = (Node(n.op, n.inputs, {**n.attrs, "loop": new}, out, n.loc),
+                              {old: k for k, old in enumerate(keep)})
+    if not renamed:
+        return graph
+    nodes = []
+    for n in graph.nodes:
+        if n.out not in live and not has_effect(n):
+            continue  # dead (dce's rule): it may read a result that goes
+        if n.out in renamed:
+            nodes.append(renamed[n.out][0])
+        elif n.op == "loop_output" and n.inputs[0] in renamed:
+            scan, index = renamed[n.inputs[0]]
+            attrs = {**n.attrs, "index": index[n.attrs["index"]]}
+            nodes.append(Node(n.op, (scan.out,), attrs, n.out, n.loc))
+        else:
+            nodes.append(n)
+    return graph.replace(nodes=nodes)
 
 
 @dataclasses.dataclass
