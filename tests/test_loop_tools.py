@@ -209,6 +209,9 @@ def test_nested_scans_with_residuals(backend, monkeypatch):
     inner = [n for n, depth in _scans(graph) if depth == 1 and n.attrs["loop"].reverse]
     assert inner and all(_ops(n.attrs["loop"].body).count("matmul") == 2 for n in inner)
     assert all("sin" not in _ops(n.attrs["loop"].body) for n in inner)
+    # one forward loop (the inner one in its body), one backward loop: nothing runs twice
+    depths = [depth for _, depth in _scans(graph)]
+    assert depths.count(0) == 2 and depths.count(1) == 2
     monkeypatch.setattr(api, "run_pipeline", lambda g: pipeline.run_pipeline(g, WITHOUT))
     plain = _grads(nested, args, backend)
     for g, p in zip(got, plain, strict=True):

@@ -33,6 +33,8 @@ def _with_bodies(node: Node, p: Callable[[Graph], Graph]) -> Node:
         new = dataclasses.replace(loop, cond=p(loop.cond), body=p(loop.body))
     else:
         return node
+    if all(getattr(new, k) is getattr(loop, k) for k in ("body", "cond") if hasattr(loop, k)):
+        return node  # unchanged: merge_scans knows a loop's copies by their shared bodies
     return Node(node.op, node.inputs, {**node.attrs, "loop": new}, node.out, node.loc)
 
 

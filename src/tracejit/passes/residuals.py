@@ -235,15 +235,26 @@ def _same_attrs(a: dict, b: dict) -> bool:
     return True
 
 
-def _extends(long: Scan, short: Scan) -> bool:
-    """Whether ``long``'s body is ``short``'s with outputs appended (or the same)."""
-    lb, sb = long.body, short.body
+def _merged(theirs: Scan, mine: Scan) -> Scan | None:
+    """A loop computing the results of both (the same body nodes on the same inputs and
+    the same carry; ``theirs``'s outputs first, then those only ``mine`` stacks), else
+    None. ``theirs`` itself when it stacks all of ``mine``'s."""
+    tb, mb = theirs.body, mine.body
+    nk = theirs.n_carry
     static = ("n_consts", "n_carry", "length", "reverse", "truncate")
-    return (all(getattr(long, k) == getattr(short, k) for k in static)
-            and len(lb.inputs) == len(sb.inputs) and all(map(_is, lb.inputs, sb.inputs))
-            and len(lb.nodes) == len(sb.nodes) and all(map(_is, lb.nodes, sb.nodes))
-            and len(lb.outputs) >= len(sb.outputs)
-            and all(map(_is, lb.outputs[:len(sb.outputs)], sb.outputs)))
+    if not (all(getattr(theirs, k) == getattr(mine, k) for k in static)
+            and len(tb.inputs) == len(mb.inputs) and all(map(_is, tb.inputs, mb.inputs))
+            and len(tb.nodes) == len(mb.nodes) and all(map(_is, tb.nodes, mb.nodes))
+            and all(map(_is, tb.outputs[:nk], mb.outputs[:nk]))):
+        return None
+    extra = []
+    for v in mb.outputs[nk:]:
+        if not any(v is u for u in tb.outputs[nk:] + extra):
+            extra.append(v)
+    if not extra:
+        return theirs
+    return dataclasses.replace(theirs, body=Graph(tb.inputs, tb.nodes, tb.outputs + extra,
+                                                  tb.name))
 
 
 def _is(a, b) -> bool:
@@ -253,7 +264,7 @@ def _is(a, b) -> bool:
 def _shared(f_body: Graph, b_body: Graph, env: dict) -> dict:
     """``env`` (values of ``b_body``'s inputs -> ``f_body``'s) extended to each node of
     ``b_body`` that ``f_body`` computes the same way: same op, attributes, type and
-    inputs. A scan maps to ``(f's scan, the loop b's has)`` where one extends the other."""
+    inputs. A scan maps to ``(f's scan, a loop computing both, b's loop)``."""
     index: dict[tuple, list[Node]] = {}
     for n in f_body.nodes:
         index.setdefault((n.op, *map(id, n.inputs)), []).append(n)
@@ -267,22 +278,21 @@ def _shared(f_body: Graph, b_body: Graph, env: dict) -> dict:
         if n.op == "loop_output":
             scan = env.get(n.inputs[0])
             if isinstance(scan, tuple):
-                fs, loop = scan
-                i = n.attrs["index"]
+                fs, loop, mine = scan
+                i, nk = n.attrs["index"], loop.n_carry
+                if i >= nk:  # a stacked result: where the loop computing both stacks it
+                    v = mine.body.outputs[i]
+                    i = nk + next(k for k, u in enumerate(loop.body.outputs[nk:]) if u is v)
                 env[n.out] = outputs.get((id(fs.out), i)) or _Out(fs, i, n.out.type, loop)
             continue
         same = index.get((n.op, *(id(env[v]) for v in n.inputs)), [])
         if n.op == "scan":
             mine = n.attrs["loop"]
             for m in same:
-                theirs = m.attrs["loop"]
-                if _extends(theirs, mine):
-                    env[n.out] = (m, theirs)
-                elif _extends(mine, theirs):
-                    env[n.out] = (m, mine)
-                else:
-                    continue
-                break
+                loop = _merged(m.attrs["loop"], mine)
+                if loop is not None:
+                    env[n.out] = (m, loop, mine)
+                    break
             continue
         match = next((m for m in same if m.out.type == n.out.type
                       and _same_attrs(m.attrs, n.attrs)), None)
@@ -307,6 +317,7 @@ def _plan(f: Node, b: Node, producers: dict[Value, Node]) -> _Plan | None:
     needed = [v for n in body.nodes if n.out not in env for v in n.inputs if v in env]
     needed += [v for v in body.outputs if v in env]
     stored, seen = [], set()
+    grown: dict[Node, Scan] = {}  # a nested scan of f's body that grows: into which loop
     while needed:
         v = needed.pop()
         if v in seen or v not in made:
@@ -314,13 +325,21 @@ def _plan(f: Node, b: Node, producers: dict[Value, Node]) -> _Plan | None:
         seen.add(v)
         node = made[v]
         if (v in varying and expensive(node) and not is_results(v.type) and not v.type.weak
-                and not isinstance(env[v], tuple)):
+                and not isinstance(env[v], tuple) and _one_growth(env[v], grown)):
             stored.append(v)
         else:
             needed.extend(node.inputs)
     if not stored:
         return None
     return _Plan(stored, [env[v] for v in stored], window)
+
+
+def _one_growth(found, grown: dict) -> bool:
+    """Whether storing ``found`` keeps each nested scan of f's body growing into one loop
+    at most (two backward copies may each want results of their own from it)."""
+    if not isinstance(found, _Out) or found.loop is found.scan.attrs["loop"]:
+        return True
+    return grown.setdefault(found.scan, found.loop) is found.loop
 
 
 def _apply(graph: Graph, f: Node, b: Node, plan: _Plan) -> Graph:
