@@ -33,8 +33,13 @@ save any. Pairs are found by value identity, so reverse scans, ``truncate`` (``b
 a window ``[a:b]`` of the stacked results: the new residuals are sliced the same way) and
 the pairs of a gradient of a gradient (a backward scan of a backward scan) are handled
 alike; nested loops are handled from the innermost out (``in_bodies``), and a nested
-forward loop that the backward body extended with residuals of its own replaces its copy
-in ``f``'s body, so the inner residuals are stacked by the outer forward loop too.
+forward loop whose copy in ``b``'s body stacks other results (the inner residuals, the
+inner carries) merges with its original in ``f``'s body into one loop stacking both, so
+the outer forward loop stacks the inner residuals too and the backward loop runs no
+forward loop again.
+
+Not done: a residual that is the next step's carry (``tanh(h @ W + x)`` in an RNN) is
+stored beside the stacked carries, as JAX does; each is ``length x size``.
 """
 
 from __future__ import annotations
@@ -145,7 +150,8 @@ def _stacked_unread(graph: Graph) -> Graph:
 @dataclasses.dataclass
 class _Out:
     """A result of a scan of ``f``'s body that has no ``loop_output`` node there yet:
-    ``index`` of ``scan`` (whose loop becomes ``loop`` when ``loop`` extends it)."""
+    result ``index`` of ``loop``, which takes the place of ``scan``'s loop when it is
+    another (one computing both ``scan``'s results and those its backward copy reads)."""
 
     scan: Node
     index: int
