@@ -532,3 +532,27 @@ def test_the_profile_lists_the_memory_of_its_loops():
     with tj.profile() as plain:
         tj.jit(lambda x: x * 2)(XS)
     assert "loops:" not in str(plain) and plain.loops == []
+
+
+def test_two_user_scans_over_the_same_inputs(backend):
+    # the second loop computes exp(x) as the first one does: it reads the first one's
+    # (stacked) value; the results are NumPy's
+    def f(xs, c):
+        a, ys = lax.scan(lambda a, x: (a + np.exp(x).sum(), np.exp(x) * 2), c, xs)
+        b, zs = lax.scan(lambda b, x: (b * 0.5 + np.exp(x).max(), np.exp(x) - b), a, xs,
+                         reverse=True)
+        return ys, b, zs
+
+    xs, c = XS[:, 0], 0.5
+    a, ys = c, []
+    for x in xs:
+        a, ys = a + np.exp(x).sum(), ys + [np.exp(x) * 2]
+    b, zs = a, [None] * len(xs)
+    for t in range(len(xs) - 1, -1, -1):
+        zs[t] = np.exp(xs[t]) - b
+        b = b * 0.5 + np.exp(xs[t]).max()
+    got = tj.jit(f, backend=backend)(xs, c)
+    for g, w in zip(got, (np.stack(ys), b, np.stack(zs)), strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-14)
+    second = _scans(tj.jit(f).lower(xs, c).optimized_graph)[1][0]
+    assert "exp" not in _ops(second.attrs["loop"].body)
