@@ -15,6 +15,11 @@ rather than one far downstream that merely amplified an earlier rounding differe
 into a NaN or an infinity, naming the op (found by re-running that step node by node on
 the reference interpreter) and the user's line.
 
+A loop (``scan``, ``while_loop``) is checked as one step: the reference runs it here,
+step by step, on the body's ops interpreted one by one, and each of its results (a loop's
+value is the tuple of them) is compared, with a rounding scale grown by the number of
+trips; ``check="nan"`` names the body op that first made a NaN, at the trip it did.
+
 Both are debugging modes: every step compiles separately and values cross to the host
 for comparison, so calls are much slower than plain ``jit``.
 """
@@ -36,6 +41,7 @@ from . import targets
 from .backends import Backend, Runner
 from .errors import InternalCompilerError, InvalidArgument, KernelMismatch, NonFiniteValue
 from .ir import Graph, Node, Value, verify
+from .ir.loop_ops import Scan, is_results
 from .ir.registry import REGISTRY, ULP_BOUND, Exactness, has_effect
 
 Mode = bool | str  # False, True or "nan"
@@ -115,6 +121,18 @@ def _npz_key(name: str) -> str:
 
 def _host_array(x) -> np.ndarray:
     return np.asarray(targets.to_host(x) if targets.device_of(x) is not None else x)
+
+
+def _host(x):
+    """``x`` on the host: an array, or a loop's tuple of results with each on the host."""
+    return tuple(_host_array(r) for r in x) if isinstance(x, tuple) else _host_array(x)
+
+
+def _members(name: str, x) -> dict[str, object]:
+    """``{name: x}``, or one entry per result of a loop's tuple (``name.0``, ...)."""
+    if isinstance(x, tuple):
+        return {f"{name}.{i}": r for i, r in enumerate(x)}
+    return {name: x}
 
 
 def texts_of(stages: Mapping[str, Callable[[], str | None] | str | None]) -> dict[str, str]:
@@ -210,19 +228,75 @@ class _Context:
         self.backend = backend
 
 
-def _evaluate(graph: Graph, inputs: list) -> dict[Value, object]:
-    """Every value of ``graph`` as the reference interpreter (NumPy) computes it."""
-    env: dict[Value, object] = dict(zip(graph.inputs, (_host_array(x) for x in inputs),
+def _evaluate(graph: Graph, inputs: list, trips: dict | None = None,
+              watch=None) -> dict[Value, object]:
+    """Every value of ``graph`` as the reference interpreter (NumPy) computes it. Loops
+    run here (``_run_loop``), not through their registry implementation, so that a
+    backend's loop is compared with an independent one; ``trips`` gets the most trips
+    each loop node made, ``watch(graph, env, node, trip)`` sees each trip's body values
+    (a loop's ``node``) and stops the evaluation by returning something other than None."""
+    env: dict[Value, object] = dict(zip(graph.inputs, (_host(x) for x in inputs),
                                         strict=True))
+    trips = {} if trips is None else trips
     with np.errstate(all="ignore"):
         for node in graph.nodes:
             args = [env[v] for v in node.inputs]
             if node.op == "transfer":  # everything is compared on the host
                 value = np.asarray(args[0])
+            elif node.op in ("scan", "while_loop"):
+                value = _run_loop(node, args, trips, watch)
+                if value is None:
+                    return env
+            elif node.op == "loop_output":
+                value = np.asarray(args[0][node.attrs["index"]])
             else:
                 value = np.asarray(REGISTRY[node.op].impl(*args, **node.attrs))
-            env[node.out] = value.item() if node.out.type.weak else value
+            env[node.out] = (value if isinstance(value, tuple) else
+                             value.item() if node.out.type.weak else value)
     return env
+
+
+def _run_loop(node: Node, args: list, trips: dict, watch) -> tuple | None:
+    """A loop node's results, its body evaluated by ``_evaluate`` once per trip (None
+    when ``watch`` stopped it)."""
+    loop = node.attrs["loop"]
+    consts, carry = list(args[:loop.n_consts]), args[loop.n_consts:]
+    count = 0
+
+    def body(graph: Graph, values: list) -> list | None:
+        env = _evaluate(graph, values, trips, watch)
+        if any(v not in env for v in graph.outputs) or (
+                watch is not None and watch(graph, env, node, count) is not None):
+            return None
+        return [env[v] for v in graph.outputs]
+
+    if isinstance(loop, Scan):
+        nk = loop.n_carry
+        carry, xs = list(carry[:nk]), carry[nk:]
+        ys = [np.empty((loop.length, *t.shape), t.dtype) for t in loop.y_types]
+        for t in (range(loop.length - 1, -1, -1) if loop.reverse else range(loop.length)):
+            outs = body(loop.body, consts + carry + [x[t] for x in xs])
+            if outs is None:
+                return None
+            carry, count = outs[:nk], count + 1
+            for y, out in zip(ys, outs[nk:], strict=True):
+                y[t] = out
+        results = tuple(carry) + tuple(ys)
+    else:
+        carry = list(carry)
+        while True:
+            go = body(loop.cond, consts + carry)
+            if go is None:
+                return None
+            if not go[0]:
+                break
+            carry = body(loop.body, consts + carry)
+            if carry is None:
+                return None
+            count += 1
+        results = tuple(carry)
+    trips[node.out] = max(trips.get(node.out, 0), count)
+    return tuple(np.asarray(r) for r in results)
 
 
 # ---------------------------------------------------------------- check=True
@@ -230,27 +304,64 @@ def _evaluate(graph: Graph, inputs: list) -> dict[Value, object]:
 
 def _compare_step(step: _Step, inputs: list, outputs: list, leaves, exactly: bool,
                   context: _Context) -> None:
-    want = _evaluate(step.graph, inputs)
+    trips: dict[Value, int] = {}
+    want = _evaluate(step.graph, inputs, trips)
     producers = step.graph.producers()
     for i, v in enumerate(step.graph.outputs):
-        got = _host_array(outputs[i])
-        expected = np.asarray(want[v])
-        if got.shape != expected.shape or got.dtype != expected.dtype:
-            problem = (f"output {i} is {got.dtype}{list(got.shape)} where the reference "
-                       f"interpreter gives {expected.dtype}{list(expected.shape)}")
+        node = producers.get(v)
+        what = f"output {i} ({node.op})" if node is not None else f"output {i}"
+        if is_results(v.type):  # a loop's tuple: each of its results is compared
+            pairs = [(f"{what} result {j}", _host_array(g), np.asarray(e))
+                     for j, (g, e) in enumerate(zip(outputs[i], want[v], strict=True))]
         else:
-            problem = _disagreement(got, expected, _tolerance(v, producers, want, exactly))
-        if problem is not None:
-            node = producers.get(v)
-            what = f"output {i} ({node.op})" if node is not None else f"output {i}"
-            loc = node.loc if node is not None and node.loc is not None else step.first_loc()
-            raise _mismatch(step, f"{what}: {problem}", inputs, leaves, context, loc)
+            pairs = [(what, _host_array(outputs[i]), np.asarray(want[v]))]
+        tol = _tolerance(v, producers, want, exactly, trips)
+        for label, got, expected in pairs:
+            if got.shape != expected.shape or got.dtype != expected.dtype:
+                problem = (f"is {got.dtype}{list(got.shape)} where the reference interpreter "
+                           f"gives {expected.dtype}{list(expected.shape)}")
+            else:
+                problem = _disagreement(got, expected, tol)
+            if problem is not None:
+                loc = node.loc if node is not None and node.loc is not None else step.first_loc()
+                raise _mismatch(step, f"{label}: {problem}", inputs, leaves, context, loc)
 
 
-def _tolerance(v: Value, producers: dict[Value, Node], env: dict, exactly: bool):
+def _inexact(node: Node) -> bool:
+    """Whether ``node`` (a loop: an op of its bodies) computes inexactly."""
+    if node.op in TRANSCENDENTAL or node.op in ACCUMULATING:
+        return True
+    loop = node.attrs.get("loop")
+    graphs = [getattr(loop, k) for k in ("cond", "body") if hasattr(loop, k)]
+    return any(_inexact(n) for g in graphs for n in g.nodes)
+
+
+def _terms(graph: Graph, trips: dict) -> int:
+    """How many rounding errors one run of ``graph`` can add up along one result: the
+    longest sum a matmul or reduction of it makes, times a nested loop's trips."""
+    most = 1
+    for n in graph.nodes:
+        if n.op == "matmul":
+            a = n.inputs[0].type
+            most = max(most, a.shape[-1] if a.ndim else 1)
+        elif n.op in ACCUMULATING:
+            x = n.inputs[-1] if n.op == "scatter_add" else n.inputs[0]
+            most = max(most, x.type.size // max(1, n.out.type.size))
+        elif n.op in ("scan", "while_loop"):
+            loop = n.attrs["loop"]
+            graphs = [getattr(loop, k) for k in ("cond", "body") if hasattr(loop, k)]
+            most = max(most, max(1, trips.get(n.out, 0))
+                       * max(_terms(g, trips) for g in graphs))
+    return most
+
+
+def _tolerance(v: Value, producers: dict[Value, Node], env: dict, exactly: bool,
+               trips: dict | None = None):
     """None (exact), "ulp", or the absolute rounding scale ``v`` is allowed: the error of
-    the inexact ops ``v`` depends on, each scaled by the terms it adds and their size."""
-    if v.type.dtype.kind not in "fc":
+    the inexact ops ``v`` depends on, each scaled by the terms it adds and their size. A
+    loop's errors compound over its trips: its scale is the trips times the terms of one
+    trip times the size of its inputs and results."""
+    if v.type.dtype.kind not in "fc" and not is_results(v.type):
         return None
     cone, todo = [], [v]
     seen: set[Value] = set()
@@ -262,7 +373,7 @@ def _tolerance(v: Value, producers: dict[Value, Node], env: dict, exactly: bool)
         seen.add(u)
         cone.append(node)
         todo.extend(node.inputs)
-    inexact = [n for n in cone if n.op in TRANSCENDENTAL or n.op in ACCUMULATING]
+    inexact = [n for n in cone if _inexact(n)]
     if not inexact and exactly:
         return None
     if cone and inexact == cone[:1] and cone[0].op in TRANSCENDENTAL:
@@ -270,7 +381,13 @@ def _tolerance(v: Value, producers: dict[Value, Node], env: dict, exactly: bool)
     scale = 0.0
     for n in cone:
         out = _magnitude(env[n.out])
-        if n.op == "matmul":
+        if n.op in ("scan", "while_loop"):
+            loop = n.attrs["loop"]
+            graphs = [getattr(loop, k) for k in ("cond", "body") if hasattr(loop, k)]
+            size = max([out] + [_magnitude(env[x]) for x in n.inputs if x in env])
+            scale = max(scale, max(1, (trips or {}).get(n.out, 1))
+                        * max(_terms(g, trips or {}) for g in graphs) * size)
+        elif n.op == "matmul":
             a, b = n.inputs
             terms = a.type.shape[-1] if a.type.ndim else 1
             scale = max(scale, terms * _magnitude(env[a]) * _magnitude(env[b]), out)
@@ -284,6 +401,9 @@ def _tolerance(v: Value, producers: dict[Value, Node], env: dict, exactly: bool)
 
 
 def _magnitude(x) -> float:
+    if isinstance(x, tuple):  # a loop's results
+        return max([_magnitude(r) for r in x if np.asarray(r).dtype.kind in "fcbiu"],
+                   default=0.0)
     a = np.abs(np.asarray(x, dtype=np.result_type(np.asarray(x).dtype, np.float64)))
     a = a[np.isfinite(a)]
     return float(a.max()) if a.size else 0.0
@@ -339,7 +459,8 @@ def _mismatch(step: _Step, problem: str, inputs: list, leaves, context: _Context
     names = _input_names(step.graph)
     directory = write_reproducer(
         f"{context.function}-{step.name}",
-        {"inputs": dict(zip(names, inputs, strict=True)),
+        {"inputs": {k: a for n, x in zip(names, inputs, strict=True)
+                    for k, a in _members(n, x).items()},
          "arguments": _argument_arrays(context.graph, leaves)},
         texts_of({"ir.txt": str(context.graph), "step.ir.txt": str(step.graph),
                   "traced.ir.txt": context.traced_ir,
@@ -371,8 +492,33 @@ def _argument_arrays(graph: Graph, leaves) -> dict[str, object]:
 
 
 def _non_finite(x) -> bool:
+    if isinstance(x, tuple):  # a loop's results
+        return any(_non_finite(r) for r in x)
     a = _host_array(x)
     return a.dtype.kind in "fc" and not bool(np.isfinite(a).all())
+
+
+def _first_non_finite(graph: Graph, env: dict) -> Node | None:
+    """The first node of ``graph`` that made a NaN or infinity from finite inputs."""
+    return next((n for n in graph.nodes if n.out in env
+                 and not any(_non_finite(env[v]) for v in n.inputs)
+                 and _non_finite(env[n.out])), None)
+
+
+def _loop_culprit(node: Node, env: dict):
+    """(body node, trip) of the body op inside loop ``node`` that first made a NaN or
+    infinity from finite values, found by running the loop again trip by trip."""
+    found: list = []
+
+    def watch(graph, values, loop, trip):
+        culprit = _first_non_finite(graph, values)
+        if culprit is not None and not found:
+            found.append((culprit, values[culprit.out], loop, trip))
+            return culprit
+        return None
+
+    _run_loop(node, [env[v] for v in node.inputs], {}, watch)
+    return found[0] if found else None
 
 
 def _check_finite(step: _Step, inputs: list, outputs: list, context: _Context) -> None:
@@ -380,15 +526,20 @@ def _check_finite(step: _Step, inputs: list, outputs: list, context: _Context) -
     if any(_non_finite(x) for x in inputs) or not any(_non_finite(y) for y in outputs):
         return
     env = _evaluate(step.graph, inputs)
-    culprit = next((n for n in step.graph.nodes
-                    if not any(_non_finite(env[v]) for v in n.inputs)
-                    and _non_finite(env[n.out])), None)
+    culprit = _first_non_finite(step.graph, env)
     if culprit is None:  # the reference interpreter stays finite: the compiled step did it
         bad = next(y for y in outputs if _non_finite(y))
         op, note = step.ops, " (the reference interpreter stays finite: check=True compares)"
         loc = step.first_loc()
     else:
         bad, op, note, loc = env[culprit.out], culprit.op, "", culprit.loc
+        inner = _loop_culprit(culprit, env) if culprit.op in ("scan", "while_loop") else None
+        if inner is not None:
+            body_node, bad, loop, trip = inner
+            op, loc = body_node.op, body_node.loc or loc
+            note = f" (inside the {loop.op} at trip {trip})"
+    if isinstance(bad, tuple):
+        bad = next(r for r in bad if _non_finite(r))
     a = _host_array(bad)
     finite = np.isfinite(a)
     flat = int(np.argmin(finite.ravel()))

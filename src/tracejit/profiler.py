@@ -15,6 +15,12 @@ one at a time (under :data:`lock`). Outside a block the only cost is one check p
 This module is plain data: the statistics, the ``profile()`` block and the report. It
 knows no backend; backends import :class:`StepInfo` from it to describe their steps.
 
+The memory a loop keeps is listed too: for every ``scan`` of a profiled function, the bytes
+it stacks per step (each step's ``ys``, kept for all steps) and in all, and how many of
+them are residuals (values a gradient's backward loop reads back: the carries and the
+expensive intermediate results, see ``passes/residuals.py``). :func:`loop_memory` gives
+the same for any lowered function without running it.
+
 On a GPU each step is timed to its end (the profiling runner synchronises after it), and
 the copies between devices that the placement pass inserted are summed on a line of their
 own, as in Theano's profile: bytes moved and the time it took.
@@ -26,7 +32,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 ACTIVE: list[Profile] = []  # the open profiles; jit checks it on every call
 # Held while a profiled call runs and is recorded: a profiling runner reports its steps'
@@ -42,6 +48,82 @@ class StepInfo:
     ops: str  # the ops it computes
     location: object  # SourceLocation of its first node (or None)
     nbytes: int  # bytes read from its inputs plus bytes written to its outputs
+
+
+@dataclass(frozen=True)
+class LoopMemory:
+    """What one ``scan`` keeps in memory: its stacked results (``ys``), one slice per step."""
+
+    function: str
+    loop: str  # its value's name in the printed IR: "%3", "%3.1" in the body of %3
+    where: str  # the user's line
+    steps: int
+    per_step: int  # bytes stacked per step, all stacked results
+    residuals_per_step: int  # of which a backward loop of the same graph reads back
+
+    @property
+    def total(self) -> int:
+        """Bytes of the stacked results over all steps (one run of the loop)."""
+        return self.steps * self.per_step
+
+    @property
+    def residuals(self) -> int:
+        return self.steps * self.residuals_per_step
+
+
+def loop_memory(lowered: Any) -> list[LoopMemory]:
+    """The memory each ``scan`` of a lowered function (``f.lower(*args)``, or an IR graph)
+    stacks, loops in bodies included (a nested loop's figures are for one run of it)."""
+    graph = getattr(lowered, "optimized_graph", lowered)
+    found: list[LoopMemory] = []
+    _loops(graph, graph.name, "", found)
+    return found
+
+
+def _loops(graph, function: str, prefix: str, found: list[LoopMemory]) -> None:
+    read_by_loops = _read_by_loops(graph)
+    for i, node in enumerate(graph.nodes):
+        loop = node.attrs.get("loop")
+        if loop is None:
+            continue
+        name = f"{prefix}{i}"
+        for body in (getattr(loop, k) for k in ("cond", "body") if hasattr(loop, k)):
+            _loops(body, function, f"{name}.", found)
+        if node.op != "scan":
+            continue
+        per_step = residuals = 0
+        for k, v in enumerate(loop.body.outputs[loop.n_carry:], loop.n_carry):
+            size = v.type.size * v.type.dtype.itemsize
+            per_step += size
+            residuals += size if (node.out, k) in read_by_loops else 0
+        if per_step:
+            where = node.loc.short if node.loc is not None else "?"
+            found.append(LoopMemory(function, f"%{name}", where, loop.length, per_step,
+                                    residuals))
+
+
+def _read_by_loops(graph) -> set:
+    """(loop value, result index) of the stacked results that a loop of ``graph`` reads
+    (directly or a slice of them): what a backward loop reads back is a residual."""
+    made = {n.out: n for n in graph.nodes}
+    found = set()
+    for n in graph.nodes:
+        if "loop" not in n.attrs:
+            continue
+        for v in n.inputs:
+            src = made.get(v)
+            if src is not None and src.op == "slice":
+                src = made.get(src.inputs[0])
+            if src is not None and src.op == "loop_output":
+                found.add((src.inputs[0], src.attrs["index"]))
+    return found
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n} B"
 
 
 @dataclass
@@ -90,6 +172,9 @@ class Compiled(Protocol):
     @property
     def signature(self) -> str: ...  # its inputs and their types: ``x: f32[8], y: f32[8]``
 
+    # its Lowered (``optimized_graph``: the loops' memory is read from it), if it has one
+    lowered: Any
+
 
 class Profile:
     """Statistics of the jitted calls made inside a :func:`profile` block."""
@@ -97,6 +182,7 @@ class Profile:
     def __init__(self):
         self._functions: dict[object, FunctionStats] = {}
         self._steps: dict[tuple[object, int], StepStats] = {}
+        self._loops: dict[object, list[LoopMemory]] = {}
 
     @property
     def functions(self) -> list[FunctionStats]:
@@ -105,6 +191,11 @@ class Profile:
     @property
     def steps(self) -> list[StepStats]:
         return sorted(self._steps.values(), key=lambda s: -s.seconds)
+
+    @property
+    def loops(self) -> list[LoopMemory]:
+        """The scans of the profiled functions and the memory they stack, largest first."""
+        return sorted((m for ms in self._loops.values() for m in ms), key=lambda m: -m.total)
 
     @property
     def seconds(self) -> float:
@@ -125,6 +216,8 @@ class Profile:
         f = self._functions.get(entry)
         if f is None:
             f = self._functions[entry] = FunctionStats(entry.name, entry.signature)
+            lowered = getattr(entry, "lowered", None)
+            self._loops[entry] = loop_memory(lowered) if lowered is not None else []
         f.calls += 1
         f.seconds += seconds
         f.compile_seconds = entry.compile_s
@@ -158,7 +251,16 @@ class Profile:
             ("step", "ops", "where", "calls", "total ms", "% time", "GB/s"),
             [(f"{s.function}/{s.name}", _clip(s.ops, 48), s.where, s.calls,
               f"{1e3 * s.seconds:.3f}", pct(s.seconds), f"{s.gbps:.2f}") for s in self.steps])
-        return "\n\n".join([head, functions, steps])
+        sections = [head, functions]
+        if self.loops:
+            sections.append("loops: bytes stacked per step and in all (residuals: read back "
+                            "by a backward loop)\n" + _columns(
+                                ("loop", "where", "steps", "per step", "total",
+                                 "residuals/step", "residuals"),
+                                [(f"{m.function}/{m.loop}", m.where, m.steps, _size(m.per_step),
+                                  _size(m.total), _size(m.residuals_per_step),
+                                  _size(m.residuals)) for m in self.loops]))
+        return "\n\n".join([*sections, steps])
 
     __str__ = table
 

@@ -79,21 +79,54 @@ def format_graph(graph: Graph, prefix: str = "") -> str:
 
 
 def to_dot(graph: Graph) -> str:
-    """Graphviz DOT text; render with any Graphviz tool (``dot -Tsvg``), none is needed here."""
-    names = _names(graph)
-    ids = {v: f"v{i}" for i, v in enumerate(names)}
-    lines = [f'digraph "{graph.name}" {{', "  rankdir=TB;", '  node [fontname="monospace"];']
-    for v in graph.inputs:
-        lines.append(f'  {ids[v]} [shape=ellipse, label="{names[v]}\\n{v.type}"];')
-    for node in graph.nodes:
-        label = node.op if node.op != "constant" else f"constant {_attr(node.attrs['value'])}"
-        label = label.replace('"', "'")
-        where = f"\\n{node.loc.short}" if node.loc else ""
-        lines.append(f'  {ids[node.out]} [shape=box, label="{label}\\n{node.out.type}{where}"];')
-        for v in node.inputs:
-            lines.append(f"  {ids[v]} -> {ids[node.out]};")
-    for i, v in enumerate(graph.outputs):
-        lines.append(f'  out{i} [shape=plaintext, label="out{i}"];')
-        lines.append(f"  {ids[v]} -> out{i};")
+    """Graphviz DOT text; render with any Graphviz tool (``dot -Tsvg``), none is needed here.
+    A loop's body graphs are drawn inside the graph as clusters ("scan body", "while cond",
+    "while body"), nested as the loops are, each joined to its loop's node by a dashed
+    edge; a body's inputs are its consts, carry and per-step slices, its outputs what one
+    step returns."""
+    lines = [f'digraph "{_dot_text(graph.name)}" {{', "  rankdir=TB;", "  compound=true;",
+             '  node [fontname="monospace"];']
+    _dot_body(graph, "", lines, "  ")
     lines.append("}")
     return "\n".join(lines)
+
+
+_CLUSTER_LABELS = {("scan", "body"): "scan body", ("while_loop", "cond"): "while cond",
+                   ("while_loop", "body"): "while body"}
+
+
+def _dot_text(text: str) -> str:
+    return text.replace('"', "'")
+
+
+def _dot_body(graph: Graph, prefix: str, lines: list[str], pad: str) -> None:
+    """Append ``graph``'s DOT statements, its DOT ids starting with ``prefix``."""
+    names = _names(graph)
+    ids = {v: f"{prefix}v{i}" for i, v in enumerate(names)}
+    for v in graph.inputs:
+        lines.append(f'{pad}{ids[v]} [shape=ellipse, label="{_dot_text(names[v])}\\n{v.type}"];')
+    for node in graph.nodes:
+        label = node.op if node.op != "constant" else f"constant {_attr(node.attrs['value'])}"
+        if "loop" in node.attrs:
+            label += f" {node.attrs['loop']!r}"
+        if node.op == "loop_output":
+            label += f" {node.attrs['index']}"
+        where = f"\\n{_dot_text(node.loc.short)}" if node.loc else ""
+        lines.append(f'{pad}{ids[node.out]} [shape=box, '
+                     f'label="{_dot_text(label)}\\n{node.out.type}{where}"];')
+        for v in node.inputs:
+            lines.append(f"{pad}{ids[v]} -> {ids[node.out]};")
+        for k, (kind, body) in enumerate(_bodies(node)):
+            cluster = f"cluster_{ids[node.out]}_{kind}"
+            inner = f"{ids[node.out]}_{k}_"
+            lines.append(f"{pad}subgraph {cluster} {{")
+            lines.append(f'{pad}  label="{_CLUSTER_LABELS.get((node.op, kind), kind)}";')
+            lines.append(f"{pad}  style=rounded;")
+            _dot_body(body, inner, lines, pad + "  ")
+            lines.append(f"{pad}}}")
+            anchor = f"{inner}out0" if body.outputs else f"{inner}v0"
+            lines.append(f"{pad}{ids[node.out]} -> {anchor} [lhead={cluster}, style=dashed, "
+                         "arrowhead=odot];")
+    for i, v in enumerate(graph.outputs):
+        lines.append(f'{pad}{prefix}out{i} [shape=plaintext, label="out{i}"];')
+        lines.append(f"{pad}{ids[v]} -> {prefix}out{i};")

@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Callable
 
 from ..ir import Graph, Node
-from ..ir.loop_ops import Scan, While, outputs_of
+from ..ir.loop_ops import Scan, While
 
 
 def in_bodies(p: Callable[[Graph], Graph]) -> Callable[[Graph], Graph]:
@@ -33,6 +33,8 @@ def _with_bodies(node: Node, p: Callable[[Graph], Graph]) -> Node:
         new = dataclasses.replace(loop, cond=p(loop.cond), body=p(loop.body))
     else:
         return node
+    if all(getattr(new, k) is getattr(loop, k) for k in ("body", "cond") if hasattr(loop, k)):
+        return node  # unchanged: merge_scans knows a loop's copies by their shared bodies
     return Node(node.op, node.inputs, {**node.attrs, "loop": new}, node.out, node.loc)
 
 
@@ -49,13 +51,13 @@ def merge_scans(graph: Graph) -> Graph:
         if pair is None:
             return graph
         short, long = pair
-        first = next(n for n in graph.nodes if n is short or n is long)
-        nodes = []
+        merged = Node(long.op, long.inputs, long.attrs, long.out, short.loc or long.loc)
+        nodes, placed = [], False
         for n in graph.nodes:
-            if n is first:  # the inputs are the same: both places have them defined
-                nodes.append(long)
-            elif n is short or n is long:
-                continue
+            if n is long or n is short:  # at the first of the two: both inputs are defined
+                if not placed:  # at the user's line (the shorter is the user's loop)
+                    nodes.append(merged)
+                    placed = True
             elif n.op == "loop_output" and n.inputs[0] is short.out:
                 nodes.append(Node(n.op, (long.out,), n.attrs, n.out, n.loc))
             else:
