@@ -556,3 +556,18 @@ def test_two_user_scans_over_the_same_inputs(backend):
         np.testing.assert_allclose(g, w, rtol=1e-14)
     second = _scans(tj.jit(f).lower(xs, c).optimized_graph)[1][0]
     assert "exp" not in _ops(second.attrs["loop"].body)
+
+
+def test_second_order_through_stacked_outputs_read_after_the_backward_loop():
+    """Regression: in a gradient's gradient, a reader of the forward loop's stacked
+    results placed after a backward loop cannot serve that loop as its residual."""
+    xs, h0, w = RNG.random((4, 2)), RNG.random(2), RNG.random((2, 2)) * 0.5
+
+    def loss(w):
+        _, hs = lax.scan(lambda h, x: (np.tanh(h @ w + x),) * 2, h0, xs)
+        return (hs ** 2).sum()
+
+    second = tj.jit(tj.grad(lambda w: tj.grad(loss)(w).sum()))(w)
+    first = tj.grad(loss)
+    (expected,) = numeric_grad(lambda w: first(w).sum(), [w], eps=1e-5)
+    np.testing.assert_allclose(second, expected, rtol=1e-6, atol=1e-7)

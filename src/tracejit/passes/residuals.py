@@ -356,7 +356,8 @@ def _apply(graph: Graph, f: Node, b: Node, plan: _Plan) -> Graph:
     # the stacked result index of each residual in the new forward loop
     indices = [fl.n_carry + list(fbody.outputs[fl.n_carry:]).index(v)
                for v in values]
-    existing = {n.attrs["index"]: n.out for n in graph.nodes
+    before_b = graph.nodes[:graph.nodes.index(b)]  # (a reader after b cannot serve b)
+    existing = {n.attrs["index"]: n.out for n in before_b
                 if n.op == "loop_output" and n.inputs[0] is f.out}
     added: list[Node] = []
     stacked = []
