@@ -227,17 +227,19 @@ _BINARY = {"add": np.add, "mul": np.multiply, "max": np.maximum, "sub": np.subtr
 
 @st.composite
 def map_programs(draw):
-    """A body over a slice x of shape (n, n) and a const W (n, n): a chain of elementwise
-    ops (with W, a weak scalar or the slice), reductions over an axis (kept or not) and
-    matmuls with W on either side, returning the last value."""
+    """A body over a slice x (0-d, a vector or a matrix, sizes equal or 1) and a const W
+    (n, n): a chain of elementwise ops (with W, a weak scalar or the slice), reductions
+    over an axis (kept or not) and matmuls with W on either side, returning the last
+    value."""
     n = draw(st.sampled_from([1, 2, 3]))
-    length = draw(st.sampled_from([1, 2, 3]))
+    shape = draw(st.sampled_from([(), (n,), (n, n), (1, n), (n, 1)]))
+    length = draw(st.sampled_from([1, 2, n]))
     steps = draw(st.lists(st.tuples(
         st.sampled_from(["unary", "binary-W", "binary-x", "scalar", "reduce", "W@", "@W"]),
         st.sampled_from(sorted(_UNARY)), st.sampled_from(sorted(_BINARY)),
-        st.sampled_from(["sum", "max"]), st.integers(0, 1), st.booleans()),
+        st.sampled_from(["sum", "max", "min", "prod"]), st.integers(0, 1), st.booleans()),
         min_size=1, max_size=6))
-    return n, length, steps
+    return n, shape, length, steps
 
 
 def _program(steps):
@@ -252,7 +254,7 @@ def _program(steps):
                 v = _BINARY[bi](x, v)
             elif kind == "scalar":
                 v = _BINARY[bi](v, 0.5)
-            elif kind == "reduce" and np.ndim(v) == 2:
+            elif kind == "reduce" and np.ndim(v) > axis:
                 v = getattr(v, red)(axis=axis, keepdims=keep)
             elif kind == "W@" and np.ndim(v) >= 1 and np.shape(v)[0] == W.shape[1]:
                 v = W @ v
@@ -262,15 +264,25 @@ def _program(steps):
     return body
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(map_programs())
-def test_drawn_map_bodies_against_a_numpy_loop(program):
-    n, length, steps = program
+def _check_drawn(program, backend):
+    n, shape, length, steps = program
     body = _program(steps)
-    xs, W = arr(length, n, n), arr(n, n)
-    fn = tj.jit(lambda xs, W: lax.map(lambda x: body(x, W), xs), backend="reference")
+    xs, W = arr(length, *shape), arr(n, n)
+    fn = tj.jit(lambda xs, W: lax.map(lambda x: body(x, W), xs), backend=backend)
     close(fn(xs, W), _loop(body, xs, [W]))
     assert loops_in(fn.lower(xs, W).optimized_graph) == []
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(map_programs())
+def test_drawn_map_bodies_against_a_numpy_loop(program):
+    _check_drawn(program, "reference")
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(map_programs())
+def test_drawn_map_bodies_compiled(program):
+    _check_drawn(program, "cpu")
 
 
 # ---------------------------------------------------------------- hoisting
