@@ -89,7 +89,22 @@ MAPS = [
     ("several results", lambda x, W: (x.sum(), W @ x, x > 0), (3, 3), [(3, 3)]),
     ("logsumexp", lambda x: np.log(np.exp(x - x.max()).sum()) + x.max(), (4, 4), []),
     ("softmax", lambda x: np.exp(x) / np.exp(x).sum(axis=-1, keepdims=True), (2, 3, 3), []),
+    ("inv and det", lambda x: np.linalg.inv(x + 3 * np.eye(3)) * np.linalg.det(x), (3, 3, 3),
+     []),
+    ("solve", lambda x, A: np.linalg.solve(A + 3 * np.eye(3), x), (3, 3), [(3, 3)]),
+    ("gather at fixed indices", lambda x: x[[2, 0, 0]] + x[:, [1]], (3, 3, 3), []),
+    ("a write into a local copy", lambda x: _write(x), (3, 3), []),
+    ("searchsorted and argsort", lambda x, s: np.searchsorted(np.sort(s), x)
+     + np.argsort(x, kind="stable"), (3, 3), [(3,)]),
 ]
+
+
+def _write(x):
+    y = x * 2.0
+    y[1:] = 0.5
+    y[0] += x[2]
+    return y
+
 
 
 def _run_map(backend, body, xs, consts, **kw):
@@ -336,35 +351,46 @@ def test_invariant_work_in_a_recurrence_moves_out(backend):
 
 
 def test_while_loop_invariants_move_out_of_cond_and_body(backend):
+    """The condition runs at least once: its invariants move. The body may run no time
+    at all: only work that can neither raise nor warn moves out of it (a transpose, not a
+    square root)."""
     A, n = np.abs(arr(3, 3)), np.int64(4)
 
     def f(A, n):
         return lax.while_loop(lambda c: c[0] < n * 2,
-                              lambda c: (c[0] + 1, c[1] + np.sqrt(A).sum()), (np.int64(0), 0.0))
+                              lambda c: (c[0] + 1, c[1] @ A.T + np.sqrt(A).sum()),
+                              (np.int64(0), np.eye(3)))
 
     fn = tj.jit(f, backend=backend)
     i, acc = fn(A, n)
+    want = np.eye(3)
+    for _ in range(8):
+        want = want @ A.T + np.sqrt(A).sum()
     assert i == 8
-    close(acc, sum(np.sqrt(A).sum() for _ in range(8)) * 1.0)
+    close(acc, want)
     depth = {n.op: d for n, d in all_nodes(fn.lower(A, n).optimized_graph)}
-    assert depth["sqrt"] == 0 and depth["multiply"] == 0 and depth["less"] == 1
+    assert depth["multiply"] == 0 and depth["transpose"] == 0
+    assert depth["less"] == 1 and depth["sqrt"] == 1
 
 
-def test_while_body_keeps_what_could_raise(backend):
-    """A while body may run no time at all: an out-of-range index it reads stays inside
-    (hoisted, it would raise before a loop that never runs)."""
+def test_while_body_keeps_what_could_raise_or_warn(backend):
+    """A while body may run no time at all: an out-of-range index or a division by zero
+    it would compute stays inside (moved out, it would raise before a loop that never
+    runs)."""
     table, idx = arr(3), np.int64(7)
 
     def f(table, idx, n):
-        return lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, c[1] + table[idx]),
-                              (np.int64(0), 0.0))
+        return lax.while_loop(lambda c: c[0] < n,
+                              lambda c: (c[0] + 1, c[1] + table[idx] + 1.0 / (table * 0)),
+                              (np.int64(0), np.zeros(3)))
 
     fn = tj.jit(f, backend=backend)
-    i, acc = fn(table, idx, np.int64(0))
-    assert (i, acc) == (0, 0.0)
-    gathers = [d for n, d in all_nodes(fn.lower(table, idx, np.int64(0)).optimized_graph)
-               if n.op == "gather"]
-    assert gathers == [1]
+    with np.errstate(divide="raise"):
+        i, acc = fn(table, idx, np.int64(0))
+    assert i == 0
+    close(acc, np.zeros(3))
+    ops = {n.op: d for n, d in all_nodes(fn.lower(table, idx, np.int64(0)).optimized_graph)}
+    assert ops["gather"] == 1 and ops["true_divide"] == 1
     with pytest.raises(IndexError):
         fn(table, idx, np.int64(2))
 

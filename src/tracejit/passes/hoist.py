@@ -11,11 +11,12 @@ reads ``transpose(W)`` at every step, then transposes ``W`` once.
 
 What stays: nodes with an effect (``registry.has_effect``: every step must make its own
 draw); everything in a scan of length 0 (its body never runs, and a moved node could
-raise where the loop would not); and, in a ``while_loop``'s body (which may run no time
-at all), nodes that can raise at run time (indexing, linear algebra, nested loops, an
-integer power). A ``while_loop``'s condition runs at least once: anything invariant in it
-moves. Types are kept exactly (each moved node is the same op on values of the same
-types), weak ones included.
+raise, or warn under the caller's ``np.errstate``, where the loop would not); and, in a
+``while_loop``'s body (which may run no time at all), every node that could raise or warn
+at run time: only data movement (structural ops, constants) and comparisons, logical ops
+and ``where`` move out of it. A ``while_loop``'s condition runs at least once: anything
+invariant in it moves. Types are kept exactly (each moved node is the same op on values
+of the same types), weak ones included.
 """
 
 from __future__ import annotations
@@ -24,7 +25,11 @@ import dataclasses
 
 from ..ir import Graph, Kind, Node, Value
 from ..ir.loop_ops import Scan, While
-from ..ir.registry import REGISTRY, has_effect
+from ..ir.registry import COMPARISONS, REGISTRY, has_effect
+
+# ops that neither raise nor warn (NumPy's floating-point errors) whatever their inputs
+_QUIET_KINDS = (Kind.STRUCTURAL, Kind.CREATION)
+_QUIET_OPS = COMPARISONS | {"logical_and", "logical_or", "logical_xor", "logical_not", "where"}
 
 
 def hoist(graph: Graph) -> Graph:
@@ -49,13 +54,10 @@ def _invariant_inputs(loop: Scan | While, body: Graph) -> list[int]:
     return list(range(nc)) + [nc + j for j in kept]
 
 
-def _may_raise(node: Node) -> bool:
-    """Whether running ``node`` can raise for some input values (an index out of range,
-    a singular matrix, an integer to a negative power)."""
-    kind = REGISTRY[node.op].kind
-    if kind in (Kind.INDEXING, Kind.LINALG, Kind.LOOP):
-        return True
-    return node.op == "power" and node.out.type.dtype.kind in "iu"
+def _quiet(node: Node) -> bool:
+    """Whether running ``node`` can neither raise (an index out of range, a singular
+    matrix) nor warn (an overflow, a division by zero) for any input values."""
+    return REGISTRY[node.op].kind in _QUIET_KINDS or node.op in _QUIET_OPS
 
 
 def _hoist_loop(node: Node) -> list[Node]:
@@ -99,7 +101,7 @@ def _split(body: Graph, node: Node, invariant: list[int], careful: bool
     moving: set[Value] = set()
     moved: list[Node] = []
     for n in body.nodes:
-        if has_effect(n) or (careful and _may_raise(n)):
+        if has_effect(n) or (careful and not _quiet(n)):
             continue
         if not n.inputs:
             constants[n.out] = n
