@@ -432,3 +432,53 @@ def test_no_hoisting_from_an_empty_scan(backend):
     fn = tj.jit(lambda t, i, X: lax.scan(lambda h, x: (h + t[i] + x, None), 0.0, X)[0],
                 backend=backend)
     assert fn(table, idx, np.zeros(0)) == 0.0
+
+
+def _invariant_left(graph: Graph) -> list[str]:
+    """Ops in scan bodies (of length > 0) that depend only on consts and constants."""
+    left = []
+    for node, _ in all_nodes(graph):
+        loop = node.attrs.get("loop")
+        if node.op != "scan" or loop.length == 0:
+            continue
+        fixed = set(loop.body.inputs[:loop.n_consts])
+        for n in loop.body.nodes:
+            if n.op != "constant" and all(v in fixed for v in n.inputs):
+                left.append(n.op)
+            if all(v in fixed for v in n.inputs):
+                fixed.add(n.out)
+    return left
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(map_programs(), map_programs())
+def test_drawn_recurrences_keep_no_invariant_work(step, invariant):
+    """h' = tanh(step(x, W) + h @ inv(W)) where inv(W) is a drawn chain of W alone: it
+    leaves the body, the results stay the loop's."""
+    n, shape, length, steps = step
+    f, g = _program(steps), _program(invariant[3])
+    xs, W = arr(length, *shape), arr(n, n)
+    h0 = np.zeros(np.broadcast_shapes(np.shape(f(xs[0], W)), (n,)))
+
+    def body(h, x, W):
+        h = np.tanh(f(x, W) + h @ g(W, W) * 0.5)
+        return h, h.sum()
+
+    def loop(xs, W):
+        h, ys = h0, []
+        for x in xs:
+            h, y = body(h, x, W)
+            ys.append(y)
+        return h, np.stack(ys)
+
+    try:
+        want = loop(xs, W)
+    except ValueError:  # the drawn shapes do not fit together: nothing to compare
+        return
+    if want[0].shape != h0.shape or np.shape(g(W, W)) != (n, n):
+        return
+    fn = tj.jit(lambda xs, W: lax.scan(lambda h, x: body(h, x, W), h0, xs),
+                backend="reference")
+    for got, w in zip(fn(xs, W), want, strict=True):
+        close(got, w)
+    assert _invariant_left(fn.lower(xs, W).optimized_graph) == []
