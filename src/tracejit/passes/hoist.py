@@ -128,7 +128,7 @@ def _with_consts(body: Graph, moving: set[Value], reads: dict[Value, Value],
     """``body`` without the moved nodes, taking one more input per new const (after its
     consts; an input it does not read where the const came from another body graph),
     the moved values it reads replaced by those inputs."""
-    fresh = {o: Value(o.type, f"h{i}") for i, o in enumerate(new_consts)}
+    fresh = {o: Value(o.type, f"hoisted{i}") for i, o in enumerate(new_consts)}
     subst = {v: fresh[o] for v, o in reads.items()}
     nodes = [Node(n.op, tuple(subst.get(v, v) for v in n.inputs), n.attrs, n.out, n.loc)
              for n in body.nodes if n.out not in moving]
