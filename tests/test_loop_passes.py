@@ -312,10 +312,14 @@ def test_the_gradient_of_a_scan_transposes_W_once(backend):
     W, X = arr(3, 3), arr(4, 3)
     g = tj.jit(tj.grad(_rnn_loss), backend=backend)
     graph = g.lower(W, X).optimized_graph
-    transposes = [(d, n.inputs[0]) for n, d in all_nodes(graph) if n.op == "transpose"]
-    assert (0, graph.inputs[0]) in transposes  # transpose(W), before the loops
-    assert all(d == 0 or v not in {b.inputs[0] for n, _ in all_nodes(graph)
-                                   for _, b in bodies(n)} for d, v in transposes)
+    assert [n.op for n in graph.nodes if n.op in ("transpose", "scan")] == [
+        "scan", "transpose", "scan"]  # transpose(W), before the reverse loop
+    for node, _ in all_nodes(graph):
+        if node.op == "scan":
+            loop = node.attrs["loop"]
+            consts = set(loop.body.inputs[:loop.n_consts])
+            assert not [n for n in loop.body.nodes if n.op == "transpose"
+                        and n.inputs[0] in consts]
     eps, fd = 1e-6, np.zeros((3, 3))
     for i in np.ndindex(3, 3):
         d = np.zeros((3, 3))
