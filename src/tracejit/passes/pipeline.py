@@ -10,16 +10,22 @@ import sys
 from collections.abc import Callable, Sequence
 
 from ..ir import Graph, verify
+from .batch import batch_maps
 from .dce import dce
+from .hoist import hoist
 from .loops import in_bodies, merge_scans
 from .residuals import residuals
 from .simplify import simplify
 from .stabilize import stabilize
 
 Pass = Callable[[Graph], Graph]
-# each runs inside loop bodies too (ir/loop_ops.py)
+# each runs inside loop bodies too (ir/loop_ops.py), innermost first. residuals pairs a
+# backward loop with its forward one by their bodies, so it runs before hoist changes them;
+# hoist and batch_maps
+# run after merge_scans (which finds autodiff's copy of a loop by its unchanged body) and
+# before simplify (which tidies the reshapes they leave)
 DEFAULT_PASSES: tuple[Pass, ...] = tuple(in_bodies(p) for p in (
-    merge_scans, stabilize, residuals, simplify, dce))
+    merge_scans, stabilize, residuals, hoist, batch_maps, simplify, dce))
 
 
 def run_pipeline(
