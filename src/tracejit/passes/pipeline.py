@@ -19,11 +19,10 @@ from .simplify import simplify
 from .stabilize import stabilize
 
 Pass = Callable[[Graph], Graph]
-# each runs inside loop bodies too (ir/loop_ops.py), innermost first. residuals pairs a
-# backward loop with its forward one by their bodies, so it runs before hoist changes them;
-# hoist and batch_maps
-# run after merge_scans (which finds autodiff's copy of a loop by its unchanged body) and
-# before simplify (which tidies the reshapes they leave)
+# Each runs inside loop bodies too (ir/loop_ops.py), innermost first. merge_scans finds
+# autodiff's copy of a loop by its unchanged body, and residuals pairs a backward loop with
+# its forward one by their bodies, so both run before hoist and batch_maps change bodies;
+# simplify tidies the reshapes those leave.
 DEFAULT_PASSES: tuple[Pass, ...] = tuple(in_bodies(p) for p in (
     merge_scans, stabilize, residuals, hoist, batch_maps, simplify, dce))
 
