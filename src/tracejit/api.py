@@ -504,6 +504,7 @@ class JitFunction:
                                              writes)
             t1 = time.perf_counter()
             stage = "passes"
+            _logger()  # set up before the passes: roll_loops logs each loop it rolls
             optimized = run_pipeline(graph)
             for extra in backend.passes:
                 optimized = verify(extra(optimized))

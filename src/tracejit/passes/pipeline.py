@@ -12,13 +12,14 @@ from collections.abc import Callable, Sequence
 from ..ir import Graph, verify
 from .dce import dce
 from .loops import in_bodies, merge_scans
+from .roll import roll_loops
 from .simplify import simplify
 from .stabilize import stabilize
 
 Pass = Callable[[Graph], Graph]
 # each runs inside loop bodies too (ir/loop_ops.py)
 DEFAULT_PASSES: tuple[Pass, ...] = tuple(in_bodies(p) for p in (
-    merge_scans, stabilize, simplify, dce))
+    roll_loops, merge_scans, stabilize, simplify, dce))
 
 
 def run_pipeline(
