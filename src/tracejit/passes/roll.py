@@ -46,7 +46,10 @@ MIN_COPIES = 4
 
 _log = logging.getLogger("tracejit")
 _INT64 = np.dtype(np.int64)
-_COUNTER = TensorType((), _INT64, weak=True)  # the step index: a Python int, as `i` is
+# The step index: a Python int, as `i` is (so `x * i` keeps x's dtype); strong where the
+# loop is a view for the gradient, whose residual scan stacks carries (and drops weakness).
+_COUNTER = TensorType((), _INT64, weak=True)
+_STRONG_COUNTER = TensorType((), _INT64)
 
 
 def roll_loops(graph: Graph) -> Graph:
@@ -55,6 +58,27 @@ def roll_loops(graph: Graph) -> Graph:
     if not config.roll_loops:
         return graph
     return _roll(graph)
+
+
+def for_gradient(trace, nodes: list[Node], seeds: list[Value]) -> list[Node]:
+    """The nodes a reverse walk differentiates (``ad/backward.py``): ``nodes`` with each
+    loop they hold as one ``scan``, so that the gradient of a Python loop is a reverse
+    scan, not one backward copy per step. The trace itself keeps its nodes (the forward
+    values come from them; the pipeline rolls them later): the scan and its
+    ``loop_output`` nodes are a view, each ``loop_output`` standing for the last copy's
+    value it replaces, and only a loop's step counter is added to ``trace``."""
+    if not config.roll_loops:
+        return nodes
+
+    def counter() -> Value:
+        return trace._emit("constant", (), {"value": np.int64(0)}, _STRONG_COUNTER)
+
+    graph = Graph([], list(nodes), list(seeds))
+    while True:
+        rolled = _roll_once(graph, False, [], counter) or _roll_once(graph, True, [], counter)
+        if rolled is None:
+            return graph.nodes
+        graph = rolled
 
 
 def _roll(graph: Graph, notes: list | None = None) -> Graph:
@@ -242,18 +266,23 @@ class _Checker:
                 k = c
                 break
         init: dict[int, Value] = {}
-        first = 0
-        if not self._copy_ok(s, p, 0, classes, moving, init):
-            s, k, first = s + p, k - 1, 1  # the first copy differs: it stays unrolled
-            init = {x: v for j, row in enumerate(classes)
-                    for (kind, x), v in zip(row, self.nodes[s + j].inputs, strict=True)
-                    if kind == "prev"}
-        # a copy whose values are read after the run ends it
-        for c in range(k - 1):
-            if any(self.last_use[self.nodes[i].out] >= s + p * k
-                   for i in range(s + p * c, s + p * (c + 1))):
+        dropped = 0 if self._copy_ok(s, p, 0, classes, moving, init) else 1
+        if dropped:  # the first copy differs: it stays unrolled
+            s, k, init = s + p, k - 1, self._init(s + p, classes)
+        while k >= MIN_COPIES:  # a copy whose values are read after the run ends it
+            c = next((c for c in range(k - 1) if any(
+                self.last_use[self.nodes[i].out] >= s + p * k
+                for i in range(s + p * c, s + p * (c + 1)))), None)
+            if c is None:
+                break
+            if c + 1 >= MIN_COPIES:
                 k = c + 1
                 break
+            # too few copies before it: the run starts after it
+            s, k, dropped = s + p * (c + 1), k - c - 1, dropped + c + 1
+            init = self._init(s, classes)
+        if k < MIN_COPIES:
+            return None, False
         end = s + p * k
         exits = [j for j in range(p)
                  if self.last_use[self.nodes[end - p + j].out] >= end]
@@ -262,11 +291,17 @@ class _Checker:
             exits = sorted(init)
         if k < MIN_COPIES or not init:
             return None, False
-        affine = {j: {key: (_plus(v1, _times(stride, first - 1)), stride)
+        affine = {j: {key: (_plus(v1, _times(stride, dropped - 1)), stride)
                       for key, (v1, stride) in att.items() if _nonzero(stride)}
                   for j, att in moving.items()}
         affine = {j: att for j, att in affine.items() if att}
         return _Plan(s, p, k, classes, init, affine, exits), False
+
+    def _init(self, s: int, classes) -> dict[int, Value]:
+        """The carry's initial values: what the copy at ``s`` reads from the one before."""
+        return {x: v for j, row in enumerate(classes)
+                for (kind, x), v in zip(row, self.nodes[s + j].inputs, strict=True)
+                if kind == "prev"}
 
     def _copy_ok(self, s, p, c, classes, moving, init=None) -> bool:
         base, ref = s + p * c, s + p
@@ -364,8 +399,10 @@ def _has_effect(n: Node) -> bool:
 # ---------------------------------------------------------------- rolling
 
 
-def _roll_once(graph: Graph, affine: bool, notes: list) -> Graph | None:
-    """One sweep: roll every run found that overlaps no shorter-period run rolled here."""
+def _roll_once(graph: Graph, affine: bool, notes: list, counter=None) -> Graph | None:
+    """One sweep: roll every run found that overlaps no shorter-period run rolled here.
+    ``counter`` (a view for the gradient): makes each step counter's initial value, and
+    the loops' results keep the values they stand for."""
     checker = _Checker(graph, affine)
     starts: list[int] = []  # the rolled runs, sorted, as (start, end, pieces)
     chosen: list[tuple[int, int, tuple]] = []
@@ -375,7 +412,7 @@ def _roll_once(graph: Graph, affine: bool, notes: list) -> Graph | None:
         plan = checker.plan(start, period, copies)
         if plan is None or _overlaps(starts, chosen, plan.start, plan.end):
             continue
-        pieces = _loop(graph.nodes, plan, notes)
+        pieces = _loop(graph.nodes, plan, notes, counter)
         if pieces is None:
             continue
         at = bisect.bisect(starts, plan.start)
@@ -406,7 +443,8 @@ def _substituted(n: Node, subst: dict[Value, Value]) -> Node:
     return Node(n.op, tuple(subst.get(v, v) for v in n.inputs), n.attrs, n.out, n.loc)
 
 
-def _loop(nodes: list[Node], plan: _Plan, notes: list) -> tuple[list[Node], dict] | None:
+def _loop(nodes: list[Node], plan: _Plan, notes: list,
+          make_counter=None) -> tuple[list[Node], dict] | None:
     """The nodes replacing a run (its loop and the results read after it), and which value
     of the last copy each result stands for; None if an index cannot be made traced."""
     p, s = plan.period, plan.start
@@ -417,7 +455,8 @@ def _loop(nodes: list[Node], plan: _Plan, notes: list) -> tuple[list[Node], dict
                 consts[x] = Value(x.type)
     slots = sorted(plan.init)
     carry = {j: Value(nodes[s + j].out.type) for j in slots}
-    counter = Value(_COUNTER) if plan.affine else None
+    kind = _COUNTER if make_counter is None else _STRONG_COUNTER
+    counter = Value(kind) if plan.affine else None
     body: list[Node] = []
     made: dict[int, Value] = {}
     for j, row in enumerate(plan.classes):
@@ -437,13 +476,15 @@ def _loop(nodes: list[Node], plan: _Plan, notes: list) -> tuple[list[Node], dict
     init = [plan.init[j] for j in slots]
     pre: list[Node] = []
     if counter is not None:
-        one, zero = Value(_COUNTER), Value(_COUNTER)
-        step = Value(_COUNTER)
-        body += [Node("constant", (), {"value": 1}, one, loc),
+        one, zero, step = Value(kind), Value(kind), Value(kind)
+        body += [Node("constant", (), {"value": 1 if kind.weak else np.int64(1)}, one, loc),
                  Node("add", (counter, one), {}, step, loc)]
         outs.append(step)
         inputs.append(counter)
-        pre.append(Node("constant", (), {"value": 0}, zero, loc))
+        if make_counter is None:
+            pre.append(Node("constant", (), {"value": 0}, zero, loc))
+        else:
+            zero = make_counter()
         init.append(zero)
     g = _roll(Graph(inputs, body, outs, name="body"), notes)
     loop = Scan(g, len(consts), len(outs), plan.copies)
@@ -451,10 +492,12 @@ def _loop(nodes: list[Node], plan: _Plan, notes: list) -> tuple[list[Node], dict
     made_nodes = pre + [Node("scan", (*consts, *init), {"loop": loop}, res, loc)]
     exits = {}
     for j in plan.exits:
-        v = Value(nodes[s + j].out.type)
+        last = nodes[s + p * (plan.copies - 1) + j].out
+        v = Value(last.type) if make_counter is None else last
         made_nodes.append(Node("loop_output", (res,), {"index": slots.index(j),
                                                        "type": v.type}, v, loc))
-        exits[nodes[s + p * (plan.copies - 1) + j].out] = v
+        if v is not last:
+            exits[last] = v
     notes.append((plan.copies, p, loc, counter is not None))
     return made_nodes, exits
 
@@ -487,6 +530,8 @@ def _indexed(body: list[Node], t: Node, ins: tuple, out: Value, att: dict,
     try:
         if t.op == "constant":
             base, stride = att["value"]
+            if t.out.type.weak and not counter.type.weak:
+                return False
             scaled = _bind(body, "multiply", (counter, _const(body, stride, loc)), {}, loc)
             _bind(body, "add", (scaled, _const(body, base, loc)), {}, loc, out)
             return True

@@ -1,0 +1,330 @@
+"""Python loops traced into copies of their body are rolled back into one scan
+(``passes/roll.py``): results equal the unrolled function's and NumPy's, on every backend,
+and the loop is (or, where it must not be, is not) in ``optimized_ir``."""
+
+import logging
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.ir.loop_ops import Scan
+from tracejit.passes.roll import MIN_COPIES
+
+
+def _scans(graph) -> list[Scan]:
+    """Every scan in ``graph``, nested ones included, outermost first."""
+    found = []
+    for n in graph.nodes:
+        if n.op == "scan":
+            found.append(n.attrs["loop"])
+            found += _scans(n.attrs["loop"].body)
+    return found
+
+
+def _ops(graph) -> list[str]:
+    return [n.op for n in graph.nodes] + [op for s in _scans(graph) for op in
+                                          (n.op for n in s.body.nodes)]
+
+
+def _both(fn, backend, *args, copy=True):
+    """``fn``'s results jitted with rolling on and off, and its optimized graph (rolled)."""
+    fresh = (lambda: [a.copy() if isinstance(a, np.ndarray) else a for a in args]) \
+        if copy else (lambda: list(args))
+    f = tj.jit(fn, backend=backend)
+    rolled = f(*fresh())
+    graph = f.lower(*fresh()).optimized_graph
+    tj.config.roll_loops = False
+    try:
+        g = tj.jit(fn, backend=backend)
+        plain = g(*fresh())
+        assert not _scans(g.lower(*fresh()).optimized_graph)
+    finally:
+        tj.config.roll_loops = True
+    return rolled, plain, graph
+
+
+def jacobi(a, steps):
+    for _ in range(steps):
+        p = np.pad(a, 1)
+        a = 0.2 * (p[1:-1, 1:-1] + p[:-2, 1:-1] + p[2:, 1:-1] + p[1:-1, :-2] + p[1:-1, 2:])
+    return a
+
+
+@pytest.mark.parametrize("steps", [1, MIN_COPIES - 1, MIN_COPIES, 30])
+def test_jacobi_2d(backend, steps):
+    a = np.random.default_rng(0).random((12, 12))
+    rolled, plain, graph = _both(lambda a: jacobi(a, steps), backend, a)
+    want = jacobi(a, steps)
+    np.testing.assert_allclose(rolled, want, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(plain, want, rtol=1e-13, atol=1e-15)
+    scans = _scans(graph)
+    if steps >= MIN_COPIES:
+        assert [s.length for s in scans] == [steps]  # the loop is one op, every step in it
+        assert [n.op for n in graph.nodes].count("pad") == 0
+    else:
+        assert not scans  # too few copies: left as traced
+
+
+def heat(u, r, steps):
+    for _ in range(steps):
+        p = np.pad(u, 1)
+        u = u + r * (p[2:] - 2.0 * p[1:-1] + p[:-2])
+    return u
+
+
+def test_heat_1d_with_consts_from_before_the_loop(backend):
+    u = np.sin(np.linspace(0, 3, 40))
+    r = np.linspace(0.1, 0.3, 40)  # an argument every step reads: a const of the loop
+
+    def fn(u, r):
+        w = r * 0.5  # computed before the loop, read in it
+        return heat(u, w, 25)
+
+    rolled, plain, graph = _both(fn, backend, u, r)
+    want = heat(u, r * 0.5, 25)
+    np.testing.assert_allclose(rolled, want, rtol=1e-12)
+    np.testing.assert_allclose(plain, want, rtol=1e-12)
+    (scan,) = _scans(graph)
+    assert scan.length == 25 and scan.n_consts == 1 and scan.n_carry == 1
+
+
+def trace_of_tanh(a):
+    s = 0.0
+    for i in range(a.shape[0]):
+        s += np.tanh(a[i, i])
+    return s
+
+
+def test_scalar_loop_with_the_index_as_a_loop_variable(backend):
+    a = np.random.default_rng(1).standard_normal((10, 10))
+    rolled, plain, graph = _both(trace_of_tanh, backend, a)
+    want = trace_of_tanh(a)
+    np.testing.assert_allclose(rolled, want, rtol=1e-13)
+    np.testing.assert_allclose(plain, want, rtol=1e-13)
+    (scan,) = _scans(graph)
+    # the first copy adds to the Python float 0.0 (another type): it stays unrolled
+    assert scan.length == 9
+    assert "gather" in [n.op for n in scan.body.nodes]
+
+
+def test_affine_int_constant_and_strided_index(backend):
+    def fn(x):
+        acc = np.zeros(3)
+        for i in range(8):
+            acc = acc * 0.5 + x[2 * i + 1, ::2] * i  # start 2i+1, and i as a weak int
+        return acc
+
+    x = np.random.default_rng(2).random((20, 6))
+    rolled, plain, graph = _both(fn, backend, x)
+    np.testing.assert_allclose(rolled, fn(x), rtol=1e-13)
+    np.testing.assert_allclose(plain, fn(x), rtol=1e-13)
+    (scan,) = _scans(graph)
+    assert scan.length >= 7
+
+
+def prefix(a, x):
+    for i in range(1, a.shape[0]):
+        a[i] = a[i - 1] + x[i]
+    return a
+
+
+def test_in_place_write_at_the_index(backend):
+    rng = np.random.default_rng(3)
+    a, x = rng.random(12), rng.random(12)
+    got_a, plain_a = a.copy(), a.copy()
+    f = tj.jit(prefix, backend=backend)
+    rolled = f(got_a, x)
+    graph = f.lower(a.copy(), x).optimized_graph
+    tj.config.roll_loops = False
+    try:
+        plain = tj.jit(prefix, backend=backend)(plain_a, x)
+    finally:
+        tj.config.roll_loops = True
+    want_a = a.copy()
+    want = prefix(want_a, x)
+    np.testing.assert_allclose(rolled, want, rtol=1e-13)
+    np.testing.assert_allclose(plain, want, rtol=1e-13)
+    np.testing.assert_allclose(got_a, want_a, rtol=1e-13)  # written back to the argument
+    (scan,) = _scans(graph)
+    assert scan.length == 11 and "scatter" in [n.op for n in scan.body.nodes]
+
+
+def test_copies_that_differ_non_affinely_stay_unrolled(backend):
+    order = [0, 3, 1, 4, 2, 5, 0, 2, 6, 1]
+
+    def fn(a):
+        for i in order:
+            a = a + a[i]
+        return a
+
+    def floats(a):
+        for c in (0.5, 0.25, 2.0, 3.0, 1.5, 0.75):  # float constants: not an index
+            a = np.sin(a) * c
+        return a
+
+    a = np.random.default_rng(4).random(7)
+    rolled, plain, graph = _both(fn, backend, a)
+    np.testing.assert_allclose(rolled, fn(a), rtol=1e-13)
+    assert not _scans(graph)
+    rolled, plain, graph = _both(floats, backend, a)
+    np.testing.assert_allclose(rolled, floats(a), rtol=1e-13)
+    assert not _scans(graph)
+
+
+@pytest.mark.parametrize("writes_argument", [False, True])
+def test_nested_loops_become_nested_scans(backend, writes_argument):
+    def fn(a):
+        if not writes_argument:
+            a = a.copy()
+        for _ in range(6):
+            for i in range(1, 7):
+                a[i] = a[i] + 0.5 * a[i - 1]
+            a = a * 0.9
+        return a
+
+    a = np.random.default_rng(5).random(8)
+    rolled, plain, graph = _both(fn, backend, a)
+    np.testing.assert_allclose(rolled, fn(a.copy()), rtol=1e-13)
+    np.testing.assert_allclose(plain, fn(a.copy()), rtol=1e-13)
+    top = [n.attrs["loop"] for n in graph.nodes if n.op == "scan"]
+    # the argument's new value is what its first outer step wrote: that step is not rolled
+    assert [s.length for s in top] == ([6, 5] if writes_argument else [6])
+    outer = top[-1]
+    assert [s.length for s in _scans(outer.body)] == [6]
+
+
+def test_a_value_from_inside_the_loop_read_after_it(backend):
+    def fn(a):
+        kept = []
+        for _ in range(10):
+            a = np.sin(a) + 1.0
+            kept.append(a)
+        return a, kept[3] * 2.0, kept[8]
+
+    a = np.random.default_rng(6).random(5)
+    rolled, plain, graph = _both(fn, backend, a)
+    for got, other, want in zip(rolled, plain, fn(a), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-13)
+        np.testing.assert_allclose(other, want, rtol=1e-13)
+    # steps 0-3 end with kept[3]; 4-8 with kept[8], read later; the last step is a's
+    assert sorted(s.length for s in _scans(graph)) == [4, 5]
+
+
+def test_every_step_read_after_the_loop_is_not_rolled(backend):
+    def fn(a):
+        sums = []
+        for _ in range(8):
+            a = a * 1.5 - 0.25
+            sums.append(a.sum())
+        return np.stack(sums)
+
+    a = np.random.default_rng(7).random(6)
+    rolled, plain, graph = _both(fn, backend, a)
+    np.testing.assert_allclose(rolled, fn(a), rtol=1e-13)
+    assert not _scans(graph)
+
+
+def test_two_loops_in_sequence_and_two_carries(backend):
+    def fn(a, b):
+        for _ in range(6):
+            a, b = a + 0.1 * b, b - 0.1 * a  # both carried: each copy reads both
+        for _ in range(7):
+            a = np.cos(a)
+        return a, b
+
+    rng = np.random.default_rng(8)
+    a, b = rng.random(4), rng.random(4)
+    rolled, plain, graph = _both(fn, backend, a, b)
+    for got, want in zip(rolled, fn(a, b), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-13)
+    first, second = _scans(graph)
+    assert (first.length, first.n_carry, second.length) == (6, 2, 7)
+
+
+def test_random_draws_are_never_rolled(backend):
+    def fn(a):
+        for _ in range(6):
+            a = a + np.random.rand(3)
+        return a
+
+    np.random.seed(0)
+    got = tj.jit(fn, backend=backend)(np.zeros(3))
+    np.random.seed(0)
+    np.testing.assert_array_equal(got, fn(np.zeros(3)))
+    graph = tj.jit(fn, backend=backend).lower(np.zeros(3)).optimized_graph
+    assert not _scans(graph)
+    assert [n.op for n in graph.nodes].count("random") == 6
+
+
+def loss(a, w):
+    for _ in range(8):
+        a = np.tanh(a * w + np.roll(a, 1))
+    return (a ** 2).sum()
+
+
+def _fd(f, x, eps=1e-6):
+    g = np.zeros_like(x)
+    for i in range(x.size):
+        e = np.zeros_like(x)
+        e.flat[i] = eps
+        g.flat[i] = (f(x + e) - f(x - e)) / (2 * eps)
+    return g
+
+
+def test_gradient_through_a_rolled_loop(backend):
+    rng = np.random.default_rng(9)
+    a, w = rng.standard_normal(6), rng.standard_normal(6)
+    g = tj.grad(loss, argnums=(0, 1), backend=backend)
+    ga, gw = g(a, w)
+    np.testing.assert_allclose(ga, _fd(lambda x: loss(x, w), a), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(gw, _fd(lambda x: loss(a, x), w), rtol=1e-6, atol=1e-8)
+    graph = g.lower(a, w).optimized_graph
+    scans = [n.attrs["loop"] for n in graph.nodes if n.op == "scan"]
+    assert any(s.reverse and s.length == 8 for s in scans)  # the backward loop is a loop
+
+
+def test_gradient_with_the_index_as_a_loop_variable(backend):
+    def fn(a, w):
+        a = a.copy()
+        for i in range(1, a.shape[0]):
+            a[i] = np.sin(a[i - 1]) * a[i] + w[i, i]
+        return (a * a).sum()
+
+    rng = np.random.default_rng(10)
+    a, w = rng.standard_normal(9), rng.standard_normal((9, 9))
+    g = tj.grad(fn, argnums=(0, 1), backend=backend)
+    ga, gw = g(a, w)
+    np.testing.assert_allclose(ga, _fd(lambda x: fn(x, w), a), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(gw, _fd(lambda x: fn(a, x), w), rtol=1e-6, atol=1e-8)
+    graph = g.lower(a, w).optimized_graph
+    assert any(n.attrs["loop"].reverse for n in graph.nodes if n.op == "scan")
+
+
+def test_compile_log_says_what_was_rolled(caplog):
+    a = np.ones((6, 6))
+    with caplog.at_level(logging.INFO, logger="tracejit"):
+        tj.jit(lambda a: jacobi(a, 40), backend="reference")(a)
+    lines = [r.getMessage() for r in caplog.records if "rolled" in r.getMessage()]
+    assert len(lines) == 1
+    assert lines[0].startswith("rolled 40 copies of a 12-node loop body at test_roll.py:")
+    assert lines[0].endswith("into a scan")
+
+
+def test_the_setting(monkeypatch):
+    with pytest.raises(ValueError):
+        tj.config.roll_loops = "maybe"
+    tj.config.roll_loops = "0"
+    assert tj.config.roll_loops is False
+    tj.config.roll_loops = True
+    from tracejit.config import Settings
+
+    monkeypatch.setenv("TRACEJIT_ROLL_LOOPS", "off")
+    assert Settings().roll_loops is False
+
+
+def test_a_long_trace_rolls():
+    a = np.ones((4, 4))
+    f = tj.jit(lambda a: jacobi(a, 2000), backend="reference")
+    np.testing.assert_allclose(f(a), jacobi(a, 2000), rtol=1e-12, atol=1e-300)
+    assert [s.length for s in _scans(f.lower(a).optimized_graph)] == [2000]
