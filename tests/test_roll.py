@@ -301,6 +301,27 @@ def test_gradient_with_the_index_as_a_loop_variable(backend):
     assert any(n.attrs["loop"].reverse for n in graph.nodes if n.op == "scan")
 
 
+def test_gradient_through_nested_loops(backend):
+    def fn(a, w):
+        a = a.copy()
+        for _ in range(5):
+            for i in range(1, 7):
+                a[i] = np.tanh(a[i] + w[i] * a[i - 1])
+            a = a * 0.9
+        return (a * a).sum()
+
+    rng = np.random.default_rng(11)
+    a, w = rng.standard_normal(8), rng.standard_normal(8)
+    g = tj.grad(fn, argnums=(0, 1), backend=backend)
+    ga, gw = g(a, w)
+    np.testing.assert_allclose(ga, _fd(lambda x: fn(x, w), a), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(gw, _fd(lambda x: fn(a, x), w), rtol=1e-6, atol=1e-8)
+    backward = [n.attrs["loop"] for n in g.lower(a, w).optimized_graph.nodes
+                if n.op == "scan" and n.attrs["loop"].reverse]
+    assert [s.length for s in backward] == [5]
+    assert any(s.reverse and s.length == 6 for s in _scans(backward[0].body))
+
+
 def test_compile_log_says_what_was_rolled(caplog):
     a = np.ones((6, 6))
     with caplog.at_level(logging.INFO, logger="tracejit"):

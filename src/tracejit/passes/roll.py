@@ -30,6 +30,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import logging
+import weakref
 
 import numpy as np
 
@@ -70,22 +71,28 @@ def for_gradient(trace, nodes: list[Node], seeds: list[Value]) -> list[Node]:
     if not config.roll_loops:
         return nodes
 
-    def counter() -> Value:
-        return trace._emit("constant", (), {"value": np.int64(0)}, _STRONG_COUNTER)
+    made: list[Value] = []
+
+    def counter() -> Value:  # one for every loop: copies of an outer loop share it
+        if not made:
+            made.append(trace._emit("constant", (), {"value": np.int64(0)}, _STRONG_COUNTER))
+        return made[0]
 
     graph = Graph([], list(nodes), list(seeds))
     while True:
-        rolled = _roll_once(graph, False, [], counter) or _roll_once(graph, True, [], counter)
+        rolled = (_roll_once(graph, False, [], True, counter)
+                  or _roll_once(graph, True, [], True, counter))
         if rolled is None:
             return graph.nodes
         graph = rolled
 
 
-def _roll(graph: Graph, notes: list | None = None) -> Graph:
+def _roll(graph: Graph, notes: list | None = None, strong: bool = False) -> Graph:
     top = notes is None
     notes = [] if top else notes
     while True:
-        rolled = _roll_once(graph, False, notes) or _roll_once(graph, True, notes)
+        rolled = (_roll_once(graph, False, notes, strong)
+                  or _roll_once(graph, True, notes, strong))
         if rolled is None:
             break
         graph = rolled
@@ -109,22 +116,21 @@ def _report(notes: list) -> None:
 # ---------------------------------------------------------------- signatures
 
 
-_KEYS: dict[int, object] = {}  # id(loop description) -> its structural key
+_KEYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loop -> structural key
 
 
 def _loop_key(loop) -> object:
     """A hashable description of a loop attribute's bodies (Scan and While compare by
     identity; two copies of a rolled inner loop hold equal but distinct bodies)."""
-    key = _KEYS.get(id(loop))
-    if key is None or key[0] is not loop:
+    key = _KEYS.get(loop)
+    if key is None:
         if isinstance(loop, Scan):
-            inner = ("scan", _graph_key(loop.body), loop.n_consts, loop.n_carry, loop.length,
-                     loop.reverse, loop.truncate)
+            key = ("scan", _graph_key(loop.body), loop.n_consts, loop.n_carry, loop.length,
+                   loop.reverse, loop.truncate)
         else:
-            inner = ("while", _graph_key(loop.cond), _graph_key(loop.body), loop.n_consts)
-        key = (loop, inner)
-        _KEYS[id(loop)] = key
-    return key[1]
+            key = ("while", _graph_key(loop.cond), _graph_key(loop.body), loop.n_consts)
+        _KEYS[loop] = key
+    return key
 
 
 def _graph_key(g: Graph) -> tuple:
@@ -158,7 +164,10 @@ def _skeleton(n: Node) -> int:
         attrs = n.attrs["steps"]
     else:
         attrs = _attrs_key(n.attrs, True)
-    return hash((n.op, n.out.type, n.loc, tuple(v.type for v in n.inputs), attrs))
+    try:
+        return hash((n.op, n.out.type, n.loc, tuple(v.type for v in n.inputs), attrs))
+    except TypeError:  # an attribute that cannot be compared: the node matches no other
+        return hash(("unique", id(n)))
 
 
 def _runs(sig: list[int]) -> list[tuple[int, int, int]]:
@@ -363,7 +372,10 @@ def _same(a, b) -> bool:
                 and bool(np.array_equal(a, b)))
     if isinstance(a, (Scan, While)) or isinstance(b, (Scan, While)):
         return (type(a) is type(b)) and _loop_key(a) == _loop_key(b)
-    return type(a) is type(b) and a == b
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except (TypeError, ValueError):  # an array inside: compared as unequal, never rolled
+        return False
 
 
 def _minus(a, b):
@@ -399,10 +411,12 @@ def _has_effect(n: Node) -> bool:
 # ---------------------------------------------------------------- rolling
 
 
-def _roll_once(graph: Graph, affine: bool, notes: list, counter=None) -> Graph | None:
+def _roll_once(graph: Graph, affine: bool, notes: list, strong: bool,
+               counter=None) -> Graph | None:
     """One sweep: roll every run found that overlaps no shorter-period run rolled here.
-    ``counter`` (a view for the gradient): makes each step counter's initial value, and
-    the loops' results keep the values they stand for."""
+    ``strong``: step counters are int64 values, not Python ints. ``counter`` (a view for
+    the gradient): makes the step counters' initial value, and the loops' results keep
+    the values they stand for."""
     checker = _Checker(graph, affine)
     starts: list[int] = []  # the rolled runs, sorted, as (start, end, pieces)
     chosen: list[tuple[int, int, tuple]] = []
@@ -412,7 +426,7 @@ def _roll_once(graph: Graph, affine: bool, notes: list, counter=None) -> Graph |
         plan = checker.plan(start, period, copies)
         if plan is None or _overlaps(starts, chosen, plan.start, plan.end):
             continue
-        pieces = _loop(graph.nodes, plan, notes, counter)
+        pieces = _loop(graph.nodes, plan, notes, strong, counter)
         if pieces is None:
             continue
         at = bisect.bisect(starts, plan.start)
@@ -443,7 +457,7 @@ def _substituted(n: Node, subst: dict[Value, Value]) -> Node:
     return Node(n.op, tuple(subst.get(v, v) for v in n.inputs), n.attrs, n.out, n.loc)
 
 
-def _loop(nodes: list[Node], plan: _Plan, notes: list,
+def _loop(nodes: list[Node], plan: _Plan, notes: list, strong: bool,
           make_counter=None) -> tuple[list[Node], dict] | None:
     """The nodes replacing a run (its loop and the results read after it), and which value
     of the last copy each result stands for; None if an index cannot be made traced."""
@@ -455,7 +469,7 @@ def _loop(nodes: list[Node], plan: _Plan, notes: list,
                 consts[x] = Value(x.type)
     slots = sorted(plan.init)
     carry = {j: Value(nodes[s + j].out.type) for j in slots}
-    kind = _COUNTER if make_counter is None else _STRONG_COUNTER
+    kind = _STRONG_COUNTER if strong else _COUNTER
     counter = Value(kind) if plan.affine else None
     body: list[Node] = []
     made: dict[int, Value] = {}
@@ -482,11 +496,12 @@ def _loop(nodes: list[Node], plan: _Plan, notes: list,
         outs.append(step)
         inputs.append(counter)
         if make_counter is None:
-            pre.append(Node("constant", (), {"value": 0}, zero, loc))
+            pre.append(Node("constant", (), {"value": np.int64(0) if strong else 0}, zero,
+                            loc))
         else:
             zero = make_counter()
         init.append(zero)
-    g = _roll(Graph(inputs, body, outs, name="body"), notes)
+    g = _roll(Graph(inputs, body, outs, name="body"), notes, strong)
     loop = Scan(g, len(consts), len(outs), plan.copies)
     res = Value(results_type(len(outs)))
     made_nodes = pre + [Node("scan", (*consts, *init), {"loop": loop}, res, loc)]
