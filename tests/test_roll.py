@@ -66,6 +66,34 @@ def test_jacobi_2d(backend, steps):
         assert not scans  # too few copies: left as traced
 
 
+def jacobi_in_place(a, b, steps):
+    """PolyBench's jacobi-2d: two arrays updated in place, each from the other."""
+    for _ in range(steps):
+        b[1:-1, 1:-1] = 0.2 * (a[1:-1, 1:-1] + a[:-2, 1:-1] + a[2:, 1:-1] + a[1:-1, :-2]
+                               + a[1:-1, 2:])
+        a[1:-1, 1:-1] = 0.2 * (b[1:-1, 1:-1] + b[:-2, 1:-1] + b[2:, 1:-1] + b[1:-1, :-2]
+                               + b[1:-1, 2:])
+
+
+def test_jacobi_2d_writing_its_arguments(backend):
+    rng = np.random.default_rng(12)
+    a, b = rng.random((10, 11)), rng.random((10, 11))
+    want_a, want_b = a.copy(), b.copy()
+    jacobi_in_place(want_a, want_b, 20)
+    for roll in (True, False):
+        tj.config.roll_loops = roll
+        try:
+            f = tj.jit(lambda a, b: jacobi_in_place(a, b, 20), backend=backend)
+            got_a, got_b = a.copy(), b.copy()
+            assert f(got_a, got_b) is None
+            graph = f.lower(a.copy(), b.copy()).optimized_graph
+        finally:
+            tj.config.roll_loops = True
+        np.testing.assert_allclose(got_a, want_a, rtol=1e-13)
+        np.testing.assert_allclose(got_b, want_b, rtol=1e-13)
+        assert [s.length for s in _scans(graph)] == ([20] if roll else [])
+
+
 def heat(u, r, steps):
     for _ in range(steps):
         p = np.pad(u, 1)
