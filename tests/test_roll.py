@@ -27,8 +27,9 @@ def _ops(graph) -> list[str]:
                                           (n.op for n in s.body.nodes)]
 
 
-def _both(fn, backend, *args, copy=True):
-    """``fn``'s results jitted with rolling on and off, and its optimized graph (rolled)."""
+def _both(fn, backend, *args, copy=True, plain_scans=0):
+    """``fn``'s results jitted with rolling on and off, and its optimized graph (rolled);
+    unrolled, the graph holds ``plain_scans`` scans (the function's own)."""
     fresh = (lambda: [a.copy() if isinstance(a, np.ndarray) else a for a in args]) \
         if copy else (lambda: list(args))
     f = tj.jit(fn, backend=backend)
@@ -38,7 +39,7 @@ def _both(fn, backend, *args, copy=True):
     try:
         g = tj.jit(fn, backend=backend)
         plain = g(*fresh())
-        assert not _scans(g.lower(*fresh()).optimized_graph)
+        assert len(_scans(g.lower(*fresh()).optimized_graph)) == plain_scans
     finally:
         tj.config.roll_loops = True
     return rolled, plain, graph
@@ -268,6 +269,40 @@ def test_two_loops_in_sequence_and_two_carries(backend):
         np.testing.assert_allclose(got, want, rtol=1e-13)
     first, second = _scans(graph)
     assert (first.length, first.n_carry, second.length) == (6, 2, 7)
+
+
+def test_a_step_reading_two_steps_back_stays_unrolled(backend):
+    def fib(a, b):
+        for _ in range(10):
+            a, b = b, a + b  # no node makes `a`: each step reads two steps back
+        return b
+
+    x, y = np.ones(3), np.full(3, 2.0)
+    rolled, plain, graph = _both(fib, backend, x, y)
+    np.testing.assert_array_equal(rolled, fib(x, y))
+    assert not _scans(graph)
+
+
+def test_a_python_loop_around_lax_scan(backend):
+    from tracejit import lax
+
+    def fn(h, xs):
+        for _ in range(5):
+            h, _ = lax.scan(lambda c, x: (np.tanh(c + x), c), h, xs)
+        return h
+
+    def want(h, xs):
+        for _ in range(5):
+            for x in xs:
+                h = np.tanh(h + x)
+        return h
+
+    rng = np.random.default_rng(13)
+    h, xs = rng.random(3), rng.random((4, 3))
+    rolled, plain, graph = _both(fn, backend, h, xs, plain_scans=5)
+    np.testing.assert_allclose(rolled, want(h, xs), rtol=1e-13)
+    np.testing.assert_allclose(plain, want(h, xs), rtol=1e-13)
+    assert [s.length for s in _scans(graph)] == [5, 4]  # equal bodies, traced five times
 
 
 def test_random_draws_are_never_rolled(backend):
