@@ -385,6 +385,28 @@ def test_gradient_through_nested_loops(backend):
     assert any(s.reverse and s.length == 6 for s in _scans(backward[0].body))
 
 
+def test_jacobian_and_second_derivatives_through_a_rolled_loop():
+    def f(a):
+        for _ in range(6):
+            a = np.tanh(a * 1.1 + np.roll(a, 1))
+        return a
+
+    def total(a):
+        return (f(a) ** 2).sum()
+
+    a = np.random.default_rng(14).standard_normal(5)
+    eps = 1e-6
+    want = np.stack([(f(a + eps * e) - f(a - eps * e)) / (2 * eps) for e in np.eye(5)], 1)
+    np.testing.assert_allclose(tj.jacobian(f, backend="reference")(a), want, rtol=1e-6,
+                               atol=1e-8)
+    g = tj.grad(total, backend="reference")
+    hess = np.stack([(g(a + eps * e) - g(a - eps * e)) / (2 * eps) for e in np.eye(5)], 1)
+    np.testing.assert_allclose(tj.jacobian(g, backend="reference")(a), hess, rtol=1e-5,
+                               atol=1e-7)
+    gg = tj.grad(lambda a: g(a).sum(), backend="reference")(a)
+    np.testing.assert_allclose(gg, hess.sum(axis=0), rtol=1e-5, atol=1e-7)
+
+
 def test_compile_log_says_what_was_rolled(caplog):
     a = np.ones((6, 6))
     with caplog.at_level(logging.INFO, logger="tracejit"):

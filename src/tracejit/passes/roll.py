@@ -41,9 +41,14 @@ from ..ir.registry import REGISTRY
 from ..ir.types import type_of_constant
 
 # A loop of fewer steps stays unrolled: each step of a scan costs a loop iteration and
-# keeps the kernels of two neighbouring copies apart; from 4 copies on, compile time
-# saved (~0.1-0.3 s per copy of a stencil body) outweighs that on every backend.
+# keeps the kernels of neighbouring copies apart; from 4 copies on, the compile time
+# saved is worth more (measured: ~0.1-0.3 s per copy of a stencil body on the CPU
+# backend, bench/bench_unrolled.py).
 MIN_COPIES = 4
+# A repeating stretch begins at most this many nodes before its loop's first copy (code
+# before the loop that ends as the body ends, a helper called from both): alignments
+# further in are not tried.
+MAX_SHIFT = 32
 
 _log = logging.getLogger("tracejit")
 _INT64 = np.dtype(np.int64)
@@ -70,7 +75,17 @@ def for_gradient(trace, nodes: list[Node], seeds: list[Value]) -> list[Node]:
     value it replaces, and only a loop's step counter is added to ``trace``."""
     if not config.roll_loops:
         return nodes
+    views = _VIEWS.setdefault(trace, {})  # a Jacobian walks the same nodes once per row
+    key = (id(nodes[0]) if nodes else None, len(nodes), tuple(seeds))
+    if key not in views:
+        views[key] = _view(trace, nodes, seeds)
+    return views[key]
 
+
+_VIEWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # trace -> views made
+
+
+def _view(trace, nodes: list[Node], seeds: list[Value]) -> list[Node]:
     made: list[Value] = []
 
     def counter() -> Value:  # one for every loop: copies of an outer loop share it
@@ -237,7 +252,7 @@ class _Checker:
         """The run of ``copies`` periods at ``start`` as a loop (None: it is none). The
         stretch may begin inside the loop's body (a copy then reads two copies back): then
         the next alignments are tried, as long as they fail early."""
-        for shift in range(period):
+        for shift in range(min(period, MAX_SHIFT)):
             s = start + shift
             k = (start + period * copies - s) // period
             if k < MIN_COPIES:
