@@ -3,13 +3,26 @@
 and the loop is (or, where it must not be, is not) in ``optimized_ir``."""
 
 import logging
+import os
+import warnings
 
 import numpy as np
 import pytest
 
 import tracejit as tj
+from tracejit.backends import get_backend
 from tracejit.ir.loop_ops import Scan
+from tracejit.passes import roll, run_pipeline
 from tracejit.passes.roll import MIN_COPIES
+
+_WANTED = (os.environ.get("TRACEJIT_TEST_BACKENDS") or "reference,cpu").split(",")
+
+
+@pytest.fixture(params=[b for b in ("reference", "cpu") if b in _WANTED])
+def backend(request) -> str:
+    """The backends that run a scan themselves (others keep loops unrolled: see
+    test_a_backend_running_no_scan_keeps_loops_unrolled)."""
+    return request.param
 
 
 def _scans(graph) -> list[Scan]:
@@ -81,8 +94,8 @@ def test_jacobi_2d_writing_its_arguments(backend):
     a, b = rng.random((10, 11)), rng.random((10, 11))
     want_a, want_b = a.copy(), b.copy()
     jacobi_in_place(want_a, want_b, 20)
-    for roll in (True, False):
-        tj.config.roll_loops = roll
+    for on in (True, False):
+        tj.config.roll_loops = on
         try:
             f = tj.jit(lambda a, b: jacobi_in_place(a, b, 20), backend=backend)
             got_a, got_b = a.copy(), b.copy()
@@ -92,7 +105,7 @@ def test_jacobi_2d_writing_its_arguments(backend):
             tj.config.roll_loops = True
         np.testing.assert_allclose(got_a, want_a, rtol=1e-13)
         np.testing.assert_allclose(got_b, want_b, rtol=1e-13)
-        assert [s.length for s in _scans(graph)] == ([20] if roll else [])
+        assert [s.length for s in _scans(graph)] == ([20] if on else [])
 
 
 def heat(u, r, steps):
@@ -434,3 +447,33 @@ def test_a_long_trace_rolls():
     f = tj.jit(lambda a: jacobi(a, 2000), backend="reference")
     np.testing.assert_allclose(f(a), jacobi(a, 2000), rtol=1e-12, atol=1e-300)
     assert [s.length for s in _scans(f.lower(a).optimized_graph)] == [2000]
+
+
+class _NoLoops:
+    """A backend that runs every op but loops (as CUDA, today)."""
+
+    @staticmethod
+    def supports(node) -> bool:
+        return node.op not in ("scan", "while_loop", "loop_output")
+
+
+def test_a_backend_running_no_scan_keeps_loops_unrolled():
+    a = np.ones((5, 5))
+    graph = tj.jit(lambda a: jacobi(a, 10), backend="reference").lower(a).graph
+    token = roll.for_backend(_NoLoops())
+    try:
+        assert not _scans(run_pipeline(graph))
+    finally:
+        roll.restore(token)
+    assert [s.length for s in _scans(run_pipeline(graph))] == [10]
+
+
+@pytest.mark.skipif("cuda" not in tj.available_backends(), reason="no CUDA device or emulator")
+def test_loops_stay_unrolled_on_cuda():
+    a = np.random.default_rng(15).random((6, 6))
+    f = tj.jit(lambda a: jacobi(a, 10), backend="cuda")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no PlacementWarning: nothing falls back to the CPU
+        graph = f.lower(a).optimized_graph
+    assert not _scans(graph)
+    assert get_backend("cuda").supports(roll._PROBE) is False

@@ -28,6 +28,7 @@ rolling saves.
 from __future__ import annotations
 
 import bisect
+import contextvars
 import dataclasses
 import logging
 import weakref
@@ -58,10 +59,31 @@ _COUNTER = TensorType((), _INT64, weak=True)
 _STRONG_COUNTER = TensorType((), _INT64)
 
 
+# Whether what is traced and compiled now may get loops: not where the backend would
+# run a scan on the CPU, with transfers around it (CUDA, today), instead of itself.
+_ALLOWED: contextvars.ContextVar[bool] = contextvars.ContextVar("roll_loops", default=True)
+_PROBE = Node("scan", (), {"loop": Scan(Graph([], [], []), 0, 0, 1)}, Value(results_type(0)),
+              None)
+
+
+def for_backend(backend) -> contextvars.Token:
+    """Roll loops in what this thread traces and compiles next only if ``backend`` runs
+    a ``scan`` itself (``api.py`` sets this around each compile, then :func:`restore`)."""
+    return _ALLOWED.set(backend.supports(_PROBE))
+
+
+def restore(token: contextvars.Token) -> None:
+    _ALLOWED.reset(token)
+
+
+def _enabled() -> bool:
+    return config.roll_loops and _ALLOWED.get()
+
+
 def roll_loops(graph: Graph) -> Graph:
     """Roll repeated copies of a loop body into ``scan`` nodes (off when
-    ``tracejit.config.roll_loops`` is false)."""
-    if not config.roll_loops:
+    ``tracejit.config.roll_loops`` is false, or the backend runs no scan itself)."""
+    if not _enabled():
         return graph
     return _roll(graph)
 
@@ -73,7 +95,7 @@ def for_gradient(trace, nodes: list[Node], seeds: list[Value]) -> list[Node]:
     values come from them; the pipeline rolls them later): the scan and its
     ``loop_output`` nodes are a view, each ``loop_output`` standing for the last copy's
     value it replaces, and only a loop's step counter is added to ``trace``."""
-    if not config.roll_loops:
+    if not _enabled():
         return nodes
     views = _VIEWS.setdefault(trace, {})  # a Jacobian walks the same nodes once per row
     key = (id(nodes[0]) if nodes else None, len(nodes), tuple(seeds))
