@@ -8,6 +8,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tracejit as tj
 from tracejit.backends import get_backend
@@ -253,6 +255,23 @@ def test_a_value_from_inside_the_loop_read_after_it(backend):
     assert sorted(s.length for s in _scans(graph)) == [4, 5]
 
 
+def test_an_indexed_loop_starting_after_a_step_read_later(backend):
+    def fn(a, x):
+        for i in range(12):
+            a = np.sin(a + x[i] * i)
+            if i == 1:
+                early = a  # steps 0-1 stay unrolled; the loop from step 2 reads x[2] first
+        return a, early
+
+    rng = np.random.default_rng(16)
+    a, x = rng.random(3), rng.random((12, 3))
+    rolled, plain, graph = _both(fn, backend, a, x)
+    for got, other, want in zip(rolled, plain, fn(a, x), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-13)
+        np.testing.assert_allclose(other, want, rtol=1e-13)
+    assert [s.length for s in _scans(graph)] == [10]
+
+
 def test_every_step_read_after_the_loop_is_not_rolled(backend):
     def fn(a):
         sums = []
@@ -447,6 +466,49 @@ def test_a_long_trace_rolls():
     f = tj.jit(lambda a: jacobi(a, 2000), backend="reference")
     np.testing.assert_allclose(f(a), jacobi(a, 2000), rtol=1e-12, atol=1e-300)
     assert [s.length for s in _scans(f.lower(a).optimized_graph)] == [2000]
+
+
+# Loop bodies the property test draws from: each updates the carries a, b (length 16) at
+# step i, reading the index affinely (x[i], a[i] = ...), not at all, or not affinely (i % 3).
+_STEPS = {
+    "scale": lambda a, b, x, i: (a * 0.5 + b, b),
+    "row": lambda a, b, x, i: (np.tanh(a) + x[i, 1:], b),
+    "int": lambda a, b, x, i: (a + i, b * 0.25),
+    "mod": lambda a, b, x, i: (a, b + a[i % 3]),
+    "roll": lambda a, b, x, i: (a, np.roll(b, 1) * np.cos(a)),
+    "pad": lambda a, b, x, i: (a, np.pad(b, 1)[:-2] + 0.1),
+    "write": lambda a, b, x, i: (_write(a, i, a[i - 1] * 0.9 + b[i]), b),
+    "diag": lambda a, b, x, i: (a, b + x[i, i] * x[i + 1, :16]),
+}
+
+
+def _write(a, i, v):
+    a = a.copy()
+    a[i] = v
+    return a
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(sorted(_STEPS)), min_size=1, max_size=3),
+       st.integers(1, 2), st.integers(0, 12))
+def test_drawn_loop_bodies_against_numpy(body, start, steps):
+    def fn(a, b, x):
+        for i in range(start, start + steps):
+            for name in body:
+                a, b = _STEPS[name](a, b, x, i)
+        return a, b
+
+    rng = np.random.default_rng(steps)
+    args = rng.standard_normal(16), rng.standard_normal(16), rng.standard_normal((16, 17))
+    want = fn(*args)
+    for on in (True, False):
+        tj.config.roll_loops = on
+        try:
+            got = tj.jit(fn, backend="reference")(*args)
+        finally:
+            tj.config.roll_loops = True
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
 
 
 class _NoLoops:
