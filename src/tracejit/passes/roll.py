@@ -455,6 +455,12 @@ def _roll_once(graph: Graph, affine: bool, notes: list, strong: bool,
     the gradient): makes the step counters' initial value, and the loops' results keep
     the values they stand for."""
     checker = _Checker(graph, affine)
+    known: dict[tuple, list[Graph]] = {}  # scans there already, by inputs and shape
+    for n in graph.nodes if counter is None else ():
+        if n.op == "scan":
+            lp = n.attrs["loop"]
+            known.setdefault((n.inputs, lp.n_consts, lp.n_carry, lp.length, lp.reverse),
+                             []).append(lp.body)
     starts: list[int] = []  # the rolled runs, sorted, as (start, end, pieces)
     chosen: list[tuple[int, int, tuple]] = []
     for period, start, copies in sorted(_runs([_skeleton(n) for n in graph.nodes])):
@@ -463,7 +469,7 @@ def _roll_once(graph: Graph, affine: bool, notes: list, strong: bool,
         plan = checker.plan(start, period, copies)
         if plan is None or _overlaps(starts, chosen, plan.start, plan.end):
             continue
-        pieces = _loop(graph.nodes, plan, notes, strong, counter)
+        pieces = _loop(graph.nodes, plan, notes, strong, known, counter)
         if pieces is None:
             continue
         at = bisect.bisect(starts, plan.start)
@@ -494,7 +500,7 @@ def _substituted(n: Node, subst: dict[Value, Value]) -> Node:
     return Node(n.op, tuple(subst.get(v, v) for v in n.inputs), n.attrs, n.out, n.loc)
 
 
-def _loop(nodes: list[Node], plan: _Plan, notes: list, strong: bool,
+def _loop(nodes: list[Node], plan: _Plan, notes: list, strong: bool, known: dict,
           make_counter=None) -> tuple[list[Node], dict] | None:
     """The nodes replacing a run (its loop and the results read after it), and which value
     of the last copy each result stands for; None if an index cannot be made traced."""
@@ -539,6 +545,13 @@ def _loop(nodes: list[Node], plan: _Plan, notes: list, strong: bool,
             zero = make_counter()
         init.append(zero)
     g = _roll(Graph(inputs, body, outs, name="body"), notes, strong)
+    for other in known.get(((*consts, *init), len(consts), len(outs), plan.copies, False), ()):
+        # autodiff's copy of this loop (it also stacks the carries: ad/loop_rules.py):
+        # sharing its body lets merge_scans run the two as one
+        shared = Graph(other.inputs, other.nodes, other.outputs[:len(outs)], g.name)
+        if _graph_key(shared) == _graph_key(g):
+            g = shared
+            break
     loop = Scan(g, len(consts), len(outs), plan.copies)
     res = Value(results_type(len(outs)))
     made_nodes = pre + [Node("scan", (*consts, *init), {"loop": loop}, res, loc)]
