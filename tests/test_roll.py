@@ -167,6 +167,37 @@ def test_affine_int_constant_and_strided_index(backend):
     assert scan.length >= 7
 
 
+def test_time_as_a_float_loop_variable(backend):
+    """``t * dt`` is a float constant in each copy: it rolls as the step index times dt,
+    computed as Python computed it (bit for bit on the reference backend)."""
+    dt = 0.1
+
+    def euler(u, w):
+        for t in range(1, 40):
+            u = u + dt * (-u + np.sin(w) * (t * dt))
+        return u
+
+    def scalars(u):
+        for t in range(30):
+            u = u + np.float64(t * 0.37) * u * 1e-3
+        return u
+
+    def not_linear(u):
+        for t in range(1, 12):
+            u = u * (1.0 / t)  # no float times the index: stays unrolled
+        return u
+
+    u, w = np.random.default_rng(17).random((2, 4))
+    for fn, args, length in ((euler, (u, w), 39), (scalars, (u,), 30), (not_linear, (u,), 0)):
+        rolled, plain, graph = _both(fn, backend, *args)
+        want = fn(*args)
+        if backend == "reference":
+            np.testing.assert_array_equal(rolled, want)
+        np.testing.assert_allclose(rolled, want, rtol=1e-14)
+        np.testing.assert_allclose(plain, want, rtol=1e-14)
+        assert [s.length for s in _scans(graph)] == ([length] if length else [])
+
+
 def prefix(a, x):
     for i in range(1, a.shape[0]):
         a[i] = a[i - 1] + x[i]
@@ -480,6 +511,7 @@ _STEPS = {
     "pad": lambda a, b, x, i: (a, np.pad(b, 1)[:-2] + 0.1),
     "write": lambda a, b, x, i: (_write(a, i, a[i - 1] * 0.9 + b[i]), b),
     "diag": lambda a, b, x, i: (a, b + x[i, i] * x[i + 1, :16]),
+    "time": lambda a, b, x, i: (a + b * (i * 0.1), b),
 }
 
 

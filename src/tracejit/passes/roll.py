@@ -337,8 +337,8 @@ class _Checker:
             exits = sorted(init)
         if k < MIN_COPIES or not init:
             return None, False
-        affine = {j: {key: (_plus(v1, _times(stride, dropped - 1)), stride)
-                      for key, (v1, stride) in att.items() if _nonzero(stride)}
+        affine = {j: {key: _from_first(entry, dropped) for key, entry in att.items()
+                      if isinstance(entry, _Scaled) or _nonzero(entry[1])}
                   for j, att in moving.items()}
         affine = {j: att for j, att in affine.items() if att}
         return _Plan(s, p, k, classes, init, affine, exits), False
@@ -382,8 +382,16 @@ class _Checker:
         for key, v in n.attrs.items():
             w = t.attrs[key]
             if c == 2 and self.affine and _movable(n.op, key, v):
-                att[key] = (w, _minus(v, w))
-            if key in att:
+                if not _is_float(v):
+                    att[key] = (w, _minus(v, w))
+                elif not _same(v, w):
+                    att[key] = _Scaled.fit(w, v)
+                    if att[key] is None:
+                        return False
+            if isinstance(att.get(key), _Scaled):
+                if not _same(v, att[key].at(c)):
+                    return False
+            elif key in att:
                 v1, stride = att[key]
                 if not _same(v, _plus(v1, _times(stride, c - 1))):
                     return False
@@ -394,9 +402,58 @@ class _Checker:
 
 def _movable(op: str, key: str, v) -> bool:
     if op == "constant" and key == "value":
-        return (type(v) is int) or (isinstance(v, (np.ndarray, np.integer))
-                                    and np.asarray(v).dtype == _INT64)
+        return (type(v) is int or _is_float(v)
+                or (isinstance(v, (np.ndarray, np.integer)) and np.asarray(v).dtype == _INT64))
     return op in ("slice", "update_slice") and key in ("starts", "stops")
+
+
+def _is_float(v) -> bool:
+    """A float64 scalar literal: a Python float, NumPy scalar or 0-d array."""
+    return type(v) is float or type(v) is np.float64 or (
+        type(v) is np.ndarray and v.shape == () and v.dtype == np.float64)
+
+
+def _float_like(v, x: float):
+    """``x`` as a literal of ``v``'s kind (a Python float, NumPy scalar or 0-d array)."""
+    return np.asarray(x, np.float64) if type(v) is np.ndarray else type(v)(x)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Scaled:
+    """A float scalar that is ``(c + offset) * scale`` at copy ``c`` as Python computes
+    it (``t * dt``, ``dt * (t + 1)``): the index, converted to float, times one float.
+    Checked exactly, so the loop computes every copy's value bit for bit."""
+
+    offset: int
+    scale: float
+    like: object  # a literal of the kind the constant holds
+
+    def at(self, c: int):
+        return _float_like(self.like, (c + self.offset) * self.scale)
+
+    @staticmethod
+    def fit(v1, v2) -> _Scaled | None:
+        """The scaling giving ``v1`` at copy 1 and ``v2`` at copy 2, if there is one."""
+        step = float(v2) - float(v1)
+        if not (np.isfinite(step) and step and np.isfinite(float(v1) / step)):
+            return None
+        t = round(float(v1) / step)  # the index of copy 1 in the user's loop
+        if t == 0 or t == -1:
+            return None
+        guess = float(v1) / t
+        for scale in (guess, np.nextafter(guess, np.inf), np.nextafter(guess, -np.inf)):
+            scaled = _Scaled(t - 1, float(scale), v1)
+            if _same(scaled.at(1), v1) and _same(scaled.at(2), v2):
+                return scaled
+        return None
+
+
+def _from_first(entry, dropped: int):
+    """A moving attribute as the loop's step ``i`` (copy ``i + dropped``) computes it."""
+    if isinstance(entry, _Scaled):
+        return _Scaled(entry.offset + dropped, entry.scale, entry.like)
+    v1, stride = entry
+    return _plus(v1, _times(stride, dropped - 1)), stride
 
 
 def _nonzero(stride) -> bool:
@@ -593,6 +650,17 @@ def _indexed(body: list[Node], t: Node, ins: tuple, out: Value, att: dict,
     ``att`` move by a stride per step) from the step ``counter``."""
     loc = t.loc
     try:
+        if t.op == "constant" and isinstance(att["value"], _Scaled):
+            scaled = att["value"]
+            if t.out.type.weak and not counter.type.weak:
+                return False
+            index = counter
+            if scaled.offset:
+                offset = scaled.offset if counter.type.weak else np.int64(scaled.offset)
+                index = _bind(body, "add", (counter, _const(body, offset, loc)), {}, loc)
+            scale = _const(body, _float_like(scaled.like, scaled.scale), loc)
+            _bind(body, "multiply", (index, scale), {}, loc, out)
+            return True
         if t.op == "constant":
             base, stride = att["value"]
             if t.out.type.weak and not counter.type.weak:
