@@ -12,9 +12,10 @@ checked exactly, copy by copy:
   first copy reads the carry's initial value from before the run instead), or one value
   defined before the run, the same for every copy (a const);
 * attributes are equal, or differ as an affine function of the copy's index where an op
-  can take that index as a traced value: an int64 ``constant`` (``x * i``), a ``slice``
-  whose start moves (``a[i]``; it becomes a ``gather``) and an ``update_slice`` whose start
-  moves (``a[i] = ...``; a ``scatter``). The index is then a carried counter;
+  can take that index as a traced value: an int64 ``constant`` (``x * i``), a float64
+  scalar ``constant`` equal to the index times a float (``t * dt``, bit for bit), a
+  ``slice`` whose start moves (``a[i]``; it becomes a ``gather``) and an ``update_slice``
+  whose start moves (``a[i] = ...``; a ``scatter``). The index is then a carried counter;
 * no node has an effect (random draws are never rolled: each draw is a call of its own);
 * values of the run read after it are the last copy's carry (a copy whose values are read
   later ends the run; a last copy with such values stays unrolled).
