@@ -15,7 +15,7 @@ import tracejit as tj
 from tracejit.backends import get_backend
 from tracejit.ir.loop_ops import Scan
 from tracejit.passes import roll, run_pipeline
-from tracejit.passes.roll import MIN_COPIES
+from tracejit.passes.roll_find import MIN_COPIES
 
 _WANTED = (os.environ.get("TRACEJIT_TEST_BACKENDS") or "reference,cpu").split(",")
 
