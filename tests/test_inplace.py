@@ -380,9 +380,11 @@ def running_maximum(x):
     return out, before
 
 
-def test_a_loop_of_writes_into_a_buffer_updates_it_in_place_on_the_cpu():
+def test_a_loop_of_writes_into_a_buffer_updates_it_in_place_on_the_cpu(monkeypatch):
     """Each write of the loop updates the buffer the previous one made, in its memory,
-    once every read of the old version is done; a version still needed is copied."""
+    once every read of the old version is done; a version still needed is copied (the
+    loop left unrolled: rolled, it is a scan, tests/test_roll.py)."""
+    monkeypatch.setattr(tj.config, "roll_loops", False)
     x = rng.standard_normal(12)
     f = tj.jit(running_maximum, backend="cpu")
     for got, want in zip(f(x), running_maximum(x), strict=True):

@@ -53,7 +53,7 @@ from .ir import Graph, TensorType, verify
 from .ir.ops import slice_key
 from .ir.random_ops import GENERATOR
 from .ir.types import WEAK_DEFAULT
-from .passes import run_pipeline
+from .passes import roll, run_pipeline
 from .passes.placement import place
 from .profiler import ACTIVE as _PROFILES
 from .trace import Tracer, pytree, trace_function
@@ -499,11 +499,13 @@ class JitFunction:
         stage, graph, optimized = "tracing", None, None
         backend = get_backend(self._backend if sig.device is None else sig.device.kind)
         writes: list = []
+        rolls = roll.for_backend(backend)  # Python loops roll where the backend runs scans
         try:
             graph, out_tree = trace_function(self._fn, build_args, types, names, fn_name,
                                              writes)
             t1 = time.perf_counter()
             stage = "passes"
+            _logger()  # set up before the passes: roll_loops logs each loop it rolls
             optimized = run_pipeline(graph)
             for extra in backend.passes:
                 optimized = verify(extra(optimized))
@@ -530,6 +532,8 @@ class JitFunction:
             raise internal_error(e, function=fn_name, signature=signature, stage=stage,
                                  arguments=dict(zip(names, leaves, strict=False)),
                                  traced=graph, optimized=optimized, backend=backend) from e
+        finally:
+            roll.restore(rolls)
         t3 = time.perf_counter()
         entry = _Entry(run, out_tree, Lowered(graph, optimized, backend.name), t3 - t0,
                        tuple(writes))

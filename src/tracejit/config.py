@@ -3,6 +3,7 @@
     import tracejit as tj
     tj.config.compile = "background"        # or TRACEJIT_COMPILE=background
     tj.config.min_kernel_size = 0           # or TRACEJIT_MIN_KERNEL_SIZE=0
+    tj.config.roll_loops = False            # or TRACEJIT_ROLL_LOOPS=0
 
 A setting changed in Python applies to signatures compiled afterwards; each ``jit`` can
 override ``compile`` for itself. A malformed environment value warns and keeps the
@@ -23,12 +24,15 @@ class Settings:
     process). ``min_kernel_size``: loop kernels iterating over fewer elements run as NumPy
     calls instead (a compile costs ~0.1-0.3 s; NumPy takes about a microsecond per op on
     them); 0 compiles every kernel. ``compile_workers``: processes that compile kernels
-    (0: compile in the calling process, one kernel after another)."""
+    (0: compile in the calling process, one kernel after another). ``roll_loops``: a
+    Python loop traced into repeated copies of its body is rolled back into one loop op
+    (``passes/roll.py``); off, the copies stay as they were traced."""
 
     def __init__(self) -> None:
         self.compile = _read("TRACEJIT_COMPILE", "sync", compile_mode)
         self.min_kernel_size = _read("TRACEJIT_MIN_KERNEL_SIZE", 4096, _count)
         self.compile_workers = _read("TRACEJIT_COMPILE_WORKERS", _default_workers(), _count)
+        self.roll_loops = _read("TRACEJIT_ROLL_LOOPS", True, _flag)
 
     def __setattr__(self, name: str, value) -> None:
         check = _CHECKS.get(name)
@@ -38,7 +42,8 @@ class Settings:
 
     def __repr__(self) -> str:
         return (f"tracejit.config(compile={self.compile!r}, min_kernel_size="
-                f"{self.min_kernel_size}, compile_workers={self.compile_workers})")
+                f"{self.min_kernel_size}, compile_workers={self.compile_workers}, "
+                f"roll_loops={self.roll_loops})")
 
 
 def compile_mode(value) -> str:
@@ -56,7 +61,19 @@ def _count(value) -> int:
     return n
 
 
-_CHECKS = {"compile": compile_mode, "min_kernel_size": _count, "compile_workers": _count}
+def _flag(value) -> bool:
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(f"expected a boolean (1/0, true/false), not {value!r}")
+    return bool(value)
+
+
+_CHECKS = {"compile": compile_mode, "min_kernel_size": _count, "compile_workers": _count,
+           "roll_loops": _flag}
 
 
 def cores() -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ..errors import IRError, UnsupportedOperation
 from ..ir import TensorType, Value
+from ..passes.roll import for_gradient
 from ..trace.core import Trace, bind
 from ..trace.tracer import Tracer
 from .loop_rules import loop_vjp
@@ -69,7 +70,7 @@ def backward(trace: Trace, start: int, end: int, seeds: list[tuple[Value, Tracer
     nodes ``trace.nodes[start:end]``. Values in ``wrt`` must not be defined by those nodes
     (the caller gives each its own identity node first). Emits the backward nodes into
     ``trace``, each located at the line of the forward node it differentiates."""
-    nodes = trace.nodes[start:end]
+    nodes = for_gradient(trace, trace.nodes[start:end], [v for v, _ in seeds])
     active = _active(nodes, wrt)
     cts: dict[Value, Tracer] = {}
     loop_cts: dict[Value, dict[int, Tracer]] = {}  # a loop's results: per result index

@@ -15,16 +15,18 @@ from .dce import dce
 from .hoist import hoist
 from .loops import in_bodies, merge_scans
 from .residuals import residuals
+from .roll import roll_loops
 from .simplify import simplify
 from .stabilize import stabilize
 
 Pass = Callable[[Graph], Graph]
-# Each runs inside loop bodies too (ir/loop_ops.py), innermost first. merge_scans finds
+# Each runs inside loop bodies too (ir/loop_ops.py), innermost first. roll_loops turns
+# unrolled Python loops into scans before anything else sees them. merge_scans finds
 # autodiff's copy of a loop by its unchanged body, and residuals pairs a backward loop with
 # its forward one by their bodies, so both run before hoist and batch_maps change bodies;
 # simplify tidies the reshapes those leave.
 DEFAULT_PASSES: tuple[Pass, ...] = tuple(in_bodies(p) for p in (
-    merge_scans, stabilize, residuals, hoist, batch_maps, simplify, dce))
+    roll_loops, merge_scans, stabilize, residuals, hoist, batch_maps, simplify, dce))
 
 
 def run_pipeline(
