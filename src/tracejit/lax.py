@@ -72,7 +72,8 @@ def _static_int(x) -> int | None:
 def fori_loop(lower, upper, body_fun: Callable, init_val: Any) -> Any:
     """``for i in range(lower, upper): val = body_fun(i, val)``; returns ``val``. With
     Python int bounds it is a ``scan`` (differentiable); with traced bounds a
-    ``while_loop``."""
+    ``while_loop``. ``i`` is weakly typed, a Python int as ``range`` gives (so ``v + i``
+    keeps a float32 ``v`` float32, as in NumPy), unless ``lower`` is traced."""
     lo, hi = _static_int(lower), _static_int(upper)
     if not _tracing():
         if lo is None or hi is None:
@@ -83,7 +84,7 @@ def fori_loop(lower, upper, body_fun: Callable, init_val: Any) -> Any:
             i, val = carry
             return (i + 1, body_fun(i, val)), None
 
-        (_, val), _ = _loops.scan(step, (np.int64(lo), init_val), None,
+        (_, val), _ = _loops.scan(step, (lo, init_val), None,
                                   length=max(hi - lo, 0), what="lax.fori_loop")
         return val
 
@@ -98,7 +99,9 @@ def fori_loop(lower, upper, body_fun: Callable, init_val: Any) -> Any:
     index = np.result_type(_dtype_of(lower), _dtype_of(upper))
     if index.kind not in "iu":
         raise LoopError(f"lax.fori_loop: the bounds must be integers, got {index}")
-    lower_v = np.asarray(lower, index) if not hasattr(lower, "_trace") else lower.astype(index)
+    # ``i`` is a Python int as range's is (NEP 50: ``v + i`` keeps v's float32), unless
+    # ``lower`` is traced: then it has the bounds' dtype.
+    lower_v = lo if lo is not None else lower.astype(index)
     upper_v = np.asarray(upper, index) if not hasattr(upper, "_trace") else upper.astype(index)
     _, _, val = _loops.while_loop(cond, body, (lower_v, upper_v, init_val),
                                   what="lax.fori_loop")

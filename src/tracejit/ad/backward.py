@@ -20,6 +20,10 @@ from .rules import NON_DIFFERENTIABLE, VJP, ZERO_GRADIENT
 
 _DIFFERENTIABLE_KINDS = "fc"
 LOOPS = frozenset({"scan", "while_loop"})  # ops with a body graph (ir/loop_ops.py)
+# Ops differentiated by the reverse walk itself rather than by a VJP rule: a loop's
+# results are one value, their cotangents gathered per ``loop_output`` index first. A
+# while_loop's gradient raises UnsupportedOperation (loop_rules.py).
+WALK_RULES = frozenset({"scan", "loop_output"})
 
 
 def sum_to(g: Tracer, shape: tuple[int, ...]) -> Tracer:

@@ -18,6 +18,7 @@ import numpy as np
 from ..errors import LoopError, TracingError, UnsupportedOperation
 from ..ir import Graph, TensorType, Value
 from ..ir.loop_ops import Scan, While
+from ..ir.registry import REGISTRY
 from . import pytree
 from .core import Trace, current, tracing
 from .tracer import Tracer
@@ -65,6 +66,20 @@ class BodyTrace(Trace):
                 "a random draw inside a loop body", hint="draw all the numbers the loop "
                 "needs before it (one call with the full shape) and scan over them")
         return super().bind(op, operands, attrs)
+
+
+def refuse_outer_write(x: Tracer) -> None:
+    """A write into ``x`` from a loop body, where ``x`` (or the array it views) belongs to
+    an enclosing trace, is refused: the body runs once per step but is traced once, so the
+    write cannot become the outer array's next version (the outer Tracer would be rebound
+    to a value of the body, which exists only inside it)."""
+    trace = current()
+    root = x if x._base is None else x._base
+    if isinstance(trace, BodyTrace) and (x._trace is not trace or root._trace is not trace):
+        raise LoopError(
+            "a loop body writes in place into an array from outside the loop",
+            hint="carry the array instead (in the carry, return the written copy: "
+            "w = w.copy(); w[0] = v; return w, ...), or write into it after the loop")
 
 
 def trace_body(fn: Callable, in_types: Sequence[TensorType], name: str,
@@ -153,7 +168,7 @@ def scan(f: Callable, init, xs, length: int | None = None, reverse: bool = False
     nk = len(init_vals)
     carry_types = [v.type for v in init_vals]
     x_types = [TensorType(v.type.shape[1:], v.type.dtype) for v in xs_vals]
-    paths = pytree.leaf_paths(init_tree, "carry")
+    paths = pytree.leaf_exprs(init_tree, "carry")
 
     y_trees: list = []
 
@@ -187,7 +202,7 @@ def while_loop(cond: Callable, body: Callable, init, what: str = "lax.while_loop
     trace = current()
     init_vals, tree = _lift_leaves(init)
     types = [v.type for v in init_vals]
-    paths = pytree.leaf_paths(tree, "carry")
+    paths = pytree.leaf_exprs(tree, "carry")
 
     def cond_fn(*leaves):
         return cond(pytree.unflatten(tree, leaves))
@@ -233,6 +248,9 @@ def _convert(trace: Trace, v: Value, t: TensorType) -> Value:
 
 def _bind_loop(trace: Trace, op: str, inputs: list[Value], loop, types: list[TensorType]):
     results = trace.bind(op, tuple(Tracer(v, trace) for v in inputs), {"loop": loop})
+    # No known value: running the loop while tracing (for a Python ``if`` on its result)
+    # would cost its whole trip count at every trace, and the tuple is no array.
+    results._const = None
     outs = []
     for i, t in enumerate(types):
         out = trace.bind("loop_output", (results,), {"index": i, "type": t})
@@ -255,7 +273,12 @@ def inline(graph: Graph, args: list[Value]) -> list[Value]:
     trace = current()
     env = dict(zip(graph.inputs, args, strict=True))
     for n in graph.nodes:
-        out = Value(n.out.type)
-        trace.nodes.append(type(n)(n.op, tuple(env[v] for v in n.inputs), n.attrs, out, n.loc))
+        inputs = tuple(env[v] for v in n.inputs)
+        # An arg may be strong where the body's input was weak (a Python scalar carry, stored
+        # per step as an array): the op's rule retypes what depends on it.
+        same = all(a.type == v.type for a, v in zip(inputs, n.inputs, strict=True))
+        out = Value(n.out.type if same else REGISTRY[n.op].rule(*(v.type for v in inputs),
+                                                                 **n.attrs))
+        trace.nodes.append(type(n)(n.op, inputs, n.attrs, out, n.loc))
         env[n.out] = out
     return [env[v] for v in graph.outputs]
