@@ -80,6 +80,9 @@ def assert_same(got: Any, want: Any, tol: Any = None) -> None:
         for g, w in zip(got, want, strict=True):
             assert_same(g, w, tol)
         return
+    if want is None:  # an empty pytree (a loop's ys of None)
+        assert got is None, f"{got!r} is not None"
+        return
     if isinstance(want, dict):
         assert isinstance(got, dict) and got.keys() == want.keys(), f"{got!r} is not like {want!r}"
         for key in want:

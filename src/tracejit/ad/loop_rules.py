@@ -52,7 +52,7 @@ def _scan_vjp(trace: Trace, node: Node, loop: Scan, cts: dict[int, Tracer],
     nc, nk, length = loop.n_consts, loop.n_carry, loop.length
     body = loop.body
     ny = len(loop.y_types)
-    consts, init, xs = node.inputs[:nc], node.inputs[nc:nc + nk], node.inputs[nc + nk:]
+    consts, xs = node.inputs[:nc], node.inputs[nc + nk:]
     carry_types = [v.type for v in body.outputs[:nk]]
     kf = [j for j in range(nk) if _float(carry_types[j])]
     cf = [i for i in range(nc) if _float(consts[i].type)]

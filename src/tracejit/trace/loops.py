@@ -124,27 +124,28 @@ def _fit_carry(leaves: list, types: list[TensorType]) -> list:
 def _trace_carried(fn: Callable, carry_types: list[TensorType], more: list[TensorType],
                    paths: list[str], what: str) -> tuple[Graph, list[Value], list[TensorType]]:
     """Trace a body whose first outputs are the next carry; a Python scalar in the
-    initial carry takes the type the body gives it (the body is traced again), as in JAX.
+    initial carry takes the type the body gives it (the body is traced again, until the
+    types settle), as in JAX and as a NumPy loop's values do after its first steps.
     Returns the graph, its captures and the carry's types."""
-    for attempt in range(2):
-        graph, captures, _, _ = trace_body(lambda *xs: fn(carry_types, *xs),
+    # A weak leaf only becomes strong or of a higher kind (int, float, complex), so the
+    # retracing ends; each round settles at least one leaf, as a NumPy loop's steps do.
+    for _ in range(3 * len(carry_types) + 1):
+        graph, captures, _, _ = trace_body(lambda *xs, ts=carry_types: fn(ts, *xs),
                                            carry_types + more, "body")
         after = [v.type for v in graph.outputs[:len(carry_types)]]
         if after == carry_types:
             return graph, captures, carry_types
-        fixable = all(b == a or (b.weak and b.shape == a.shape)
-                      for b, a in zip(carry_types, after, strict=True))
-        if attempt == 0 and fixable:
-            carry_types = after
-            continue
-        path, b, a = next((p, b, a) for p, b, a in zip(paths, carry_types, after, strict=True)
-                          if b != a)
-        raise LoopError(f"{what}: the carry changes type between iterations: {path} is {b} "
-                        f"before a step and {a} after it",
-                        hint="make the body return each carry leaf with the shape and dtype "
-                        "it received (convert with .astype, or start from an initial value "
-                        "of the right dtype)")
-    raise AssertionError("unreachable")
+        wrong = [(p, b, a) for p, b, a in zip(paths, carry_types, after, strict=True)
+                 if b != a and not (b.weak and b.shape == a.shape)]
+        if wrong:
+            path, b, a = wrong[0]
+            raise LoopError(f"{what}: the carry changes type between iterations: {path} is "
+                            f"{b} before a step and {a} after it",
+                            hint="make the body return each carry leaf with the shape and "
+                            "dtype it received (convert with .astype, or start from an "
+                            "initial value of the right dtype)")
+        carry_types = after
+    raise AssertionError("a weakly typed carry did not settle")
 
 
 def scan(f: Callable, init, xs, length: int | None = None, reverse: bool = False,
