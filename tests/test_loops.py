@@ -329,6 +329,18 @@ def test_grad_with_integer_carries_and_unused_index(backend):
     check_grad(lambda L, w: L.fori_loop(0, 3, lambda i, v: v * w, 1.0), 1.5, backend=backend)
 
 
+def test_grad_of_bodies_passing_values_through(backend):
+    """Body outputs that are its inputs: the carry unchanged, the slice as the next carry,
+    a closed-over argument as a y."""
+    def fn(L, c, xs, W):
+        k, ys = L.scan(lambda k, x: (k, (x, W, k * x)), c, xs)
+        d, zs = L.scan(lambda d, x: (x, d), c, xs)
+        return (k * 3).sum() + (ys[0] ** 2).sum() + (ys[1] * ys[2].sum()).sum() \
+            + (d * zs.sum()).sum()
+
+    check_grad(fn, data(2), data(3, 2), data(2), argnums=(0, 1, 2), backend=backend)
+
+
 def test_grad_loop_without_float_inputs(backend):
     """A loop of integers only inside grad: no gradient flows through it."""
     check_grad(lambda L, w: w * L.scan(lambda c, _: (c + 1, c), 0, None, length=3)[0]
@@ -521,3 +533,28 @@ def test_a_body_may_write_into_its_own_arrays(backend):
 
     same(fn, X, backend=backend)
 
+
+
+def test_verifier_checks_loop_outputs_and_conditions():
+    from tracejit.errors import IRError
+    from tracejit.ir import Graph, Node, TensorType, Value, verify
+
+    graph = tj.jit(lambda x: lax.scan(lambda c, r: (c + r, c.sum()), x[0], x)).lower(X).graph
+    out = next(n for n in graph.nodes if n.op == "loop_output" and n.attrs["index"] == 1)
+    wrong = TensorType((3,), np.dtype(np.float32))
+    bad = Node("loop_output", out.inputs, {**out.attrs, "type": wrong}, Value(wrong), out.loc)
+    nodes = [bad if n is out else n for n in graph.nodes]
+    with pytest.raises(IRError, match="says result 1 is f32"):
+        verify(Graph(graph.inputs, nodes, [bad.out], "g"))
+    graph = tj.jit(lambda x: lax.while_loop(lambda c: c.sum() < 9, lambda c: c + 1, x)).lower(
+        X).graph
+    node = next(n for n in graph.nodes if n.op == "while_loop")
+    loop = node.attrs["loop"]
+    # a condition giving its carry back (a float array) instead of a bool scalar
+    cond = Graph(loop.cond.inputs, [], [loop.cond.inputs[-1]], "cond")
+    swapped = Node("while_loop", node.inputs, {"loop": type(loop)(cond, loop.body,
+                                                                  loop.n_consts)},
+                   Value(node.out.type), node.loc)
+    before = graph.nodes[:graph.nodes.index(node)]
+    with pytest.raises(IRError, match="not one bool scalar"):
+        verify(Graph(graph.inputs, [*before, swapped], [], "g"))
