@@ -191,6 +191,17 @@ def test_fori_index_is_a_python_int(backend):
     assert f(4, data(3, dtype=np.float32)).dtype == np.float32
 
 
+def test_loop_results_are_not_known_while_tracing():
+    """A loop of constants is not run while tracing (its trip count could be long): a
+    Python ``if`` on its result is an error, as in JAX."""
+    from tracejit.errors import ConcretizationError
+
+    def f(x):
+        return x * 2 if lax.fori_loop(0, 3, lambda i, v: v * 2.0, 1.0) > 5 else x
+
+    raises_here(ConcretizationError, tj.jit(f), X)
+
+
 def test_nested_scan_in_scan(backend):
     def fn(L, xs, W):
         def outer(h, row):
@@ -226,6 +237,9 @@ def test_loops_called_directly_compile_on_first_use():
     assert_same(lax.fori_loop(0, 5, lambda i, v: v * 2.0, np.float32(1)), np.float32(32))
     assert_same(lax.fori_loop(np.int32(0), np.int32(3), lambda i, v: v + i, 1.0),
                 np.float64(4.0))
+    for upper in (np.array(3), np.array([3])[0], 3):  # an array bound is an argument
+        assert_same(lax.fori_loop(0, upper, lambda i, v: v + i, np.float32(1)),
+                    np.float32(4.0))
     assert_same(lax.while_loop(lambda c: c < 100, lambda c: c * 3, np.int64(1)),
                 np.int64(243))
     assert_same(lax.map(np.sum, xs), xs.sum(axis=1))

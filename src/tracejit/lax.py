@@ -42,7 +42,9 @@ def _compiled(kind: str, fn: Callable, *params) -> Callable:
         lower, upper = params
         return jit(lambda init: fori_loop(lower, upper, fn, init))
     if kind == "fori_dynamic":  # array bounds are arguments: new bounds compile nothing
-        return jit(lambda lower, upper, init: fori_loop(lower, upper, fn, init))
+        (lo,) = params  # a Python int lower bound stays one: ``i`` keeps range's type
+        return jit(lambda lower, upper, init: fori_loop(lower if lo is None else lo, upper,
+                                                        fn, init))
     return jit(lambda xs: map(fn, xs))
 
 
@@ -77,7 +79,7 @@ def fori_loop(lower, upper, body_fun: Callable, init_val: Any) -> Any:
     lo, hi = _static_int(lower), _static_int(upper)
     if not _tracing():
         if lo is None or hi is None:
-            return _compiled("fori_dynamic", body_fun)(lower, upper, init_val)
+            return _compiled("fori_dynamic", body_fun, lo)(lower, upper, init_val)
         return _compiled("fori_loop", body_fun, lo, hi)(init_val)
     if lo is not None and hi is not None:
         def step(carry, _):
