@@ -355,6 +355,23 @@ def test_grad_of_bodies_passing_values_through(backend):
     check_grad(fn, data(2), data(3, 2), data(2), argnums=(0, 1, 2), backend=backend)
 
 
+def test_grad_of_nested_loops(backend):
+    def nested(L, xs, W):
+        def outer(h, row):
+            inner, ys = L.scan(lambda a, r: (np.sin(a * W + r), a.sum()), h, row)
+            return inner * 0.5, ys
+
+        h, ys = L.scan(outer, np.ones(3), xs)
+        return (h ** 2).sum() + (ys ** 2).sum()
+
+    def fori_in_scan(L, w, xs):
+        return L.scan(lambda c, x: (L.fori_loop(0, 2, lambda i, v: np.cos(v * w) + x, c), c),
+                      0.3, xs)[1].sum()
+
+    check_grad(nested, data(4, 2, 3), data(3), argnums=(0, 1), backend=backend)
+    check_grad(fori_in_scan, 0.7, data(3), argnums=(0, 1), backend=backend)
+
+
 def test_grad_loop_without_float_inputs(backend):
     """A loop of integers only inside grad: no gradient flows through it."""
     check_grad(lambda L, w: w * L.scan(lambda c, _: (c + 1, c), 0, None, length=3)[0]
