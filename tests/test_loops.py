@@ -485,6 +485,20 @@ def test_error_carry_dtype_changes_names_the_leaf():
     assert "carry[1] is i64[] before a step and f64[] after it" in msg
 
 
+def test_python_scalar_returned_as_the_carry():
+    """A Python scalar the body returns takes the carry's dtype where NumPy's promotion
+    keeps it (0 or 1.5 for a float32 carry); a float for an integer carry, or a NumPy
+    float64, changes the carry's type."""
+    f = tj.jit(lambda x: lax.scan(lambda c, r: (1.5, c), x[0], x))
+    assert_same(f(np.arange(2.0, 5.0, dtype=np.float32)),
+                (np.float32(1.5), np.array([2.0, 1.5, 1.5], np.float32)))
+    assert tj.jit(lambda: lax.fori_loop(0, 2, lambda i, v: 0, np.int8(5)))().dtype == np.int8
+    for body, before, after in ((lambda c, r: (1.5, c), "i32[]", "f64[]~"),
+                                (lambda c, r: (np.float64(0), c), "i32[]", "f64[]")):
+        msg = raises_here(LoopError, tj.jit(lambda x, b=body: lax.scan(b, np.int32(1), x)), X)
+        assert f"carry is {before} before a step and {after} after it" in msg
+
+
 def test_error_carry_structure():
     raises_here(LoopError, tj.jit(lambda x: lax.scan(lambda c, r: ((c, c), None), x[0], x)),
                 X, match="another structure")

@@ -111,11 +111,14 @@ def _lift_leaves(tree) -> tuple[list[Value], Any]:
 
 def _fit_carry(leaves: list, types: list[TensorType]) -> list:
     """A body's carry leaves, a weakly typed one (a Python scalar) made the strong type
-    the loop carries there."""
+    the loop carries there where NumPy's promotion keeps that type (``c = 0`` for a
+    float32 carry; not ``c = 0.5`` for an int32 one, which the type check then reports)."""
     out = []
     for leaf, t in zip(leaves, types, strict=True):
-        weak = not isinstance(leaf, Tracer) or leaf.aval.weak
-        if weak and not t.weak and np.shape(leaf) == t.shape:
+        weak = leaf.aval.weak if isinstance(leaf, Tracer) else type(leaf) in (int, float, complex)
+        kind = leaf.aval.dtype.kind if isinstance(leaf, Tracer) else np.dtype(type(leaf)).kind
+        if weak and not t.weak and np.shape(leaf) == t.shape and \
+                np.result_type({"i": 0, "f": 0.0, "c": 0j}[kind], t.dtype) == t.dtype:
             leaf = current().bind("convert", (leaf,), {"dtype": t.dtype})
         out.append(leaf)
     return out
