@@ -5,9 +5,14 @@ import. Inside ``jit`` (or ``grad``) each records one loop node whose body is tr
 whatever the trip count; called on arrays it is compiled on first use, like any jitted
 function (one cache entry per body function, loop parameters and signature).
 
-Differences from JAX: ``unroll`` is accepted and ignored (the backends run the loop
-without a Python round trip per step already); ``while_loop`` and a ``fori_loop`` with
-traced bounds have no reverse-mode gradient (JAX's have none either).
+Types follow NumPy's loop, which JAX's match: a Python scalar initial value is weakly
+typed, and the carry takes the dtype its first steps give it (``0.0`` summing float32
+data is a float32 carry); ``fori_loop``'s ``i`` is a Python int as ``range``'s.
+
+Differences from JAX: ``unroll`` is accepted and ignored (the loop is one node however it
+is written; each backend decides how to run it); ``while_loop`` and a ``fori_loop`` with
+traced bounds have no reverse-mode gradient (JAX's have none either); a loop's result is
+not known while tracing, so a Python ``if`` on it raises ``ConcretizationError``.
 """
 
 from __future__ import annotations
