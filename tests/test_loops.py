@@ -565,6 +565,19 @@ def test_error_body_writes_into_an_outer_array():
                     match="writes in place into an array from outside the loop")
 
 
+def test_body_reads_arrays_written_before_and_after_the_loop(backend):
+    """A body reads the versions current when the loop runs, views included."""
+    def fn(L, W, xs):
+        W = W.copy()
+        V = W[1:]
+        W[1] = 5.0
+        c, ys = L.scan(lambda c, x: (c + V.sum() * x, W[0] + c), 0.0, xs)
+        W[0] = 7.0
+        return c, ys, W, V
+
+    same(fn, np.arange(3.0), np.arange(4.0), backend=backend)
+
+
 def test_a_body_may_write_into_its_own_arrays(backend):
     def fn(L, x):
         def body(c, r):
