@@ -378,6 +378,17 @@ def test_grad_loop_without_float_inputs(backend):
                + L.while_loop(lambda c: c < 5, lambda c: c + 2, 0), 1.5, backend=backend)
 
 
+def test_grad_through_a_complex_carry_is_refused():
+    """As outside loops: an error, not a gradient silently dropped at the complex carry."""
+    raises_here(UnsupportedOperation, tj.grad(lambda w: lax.scan(
+        lambda c, x: ((c[0] * (w + 1j), c[1] + np.abs(c[0])), None), (1 + 0j, 0.0), None,
+        length=3)[0][1]), 0.5, match="complex values")
+    # a complex carry that does not depend on w is no obstacle
+    check_grad(lambda L, w: L.scan(lambda c, x: ((c[0] * w, c[1] * 1j), None),
+                                   (1.0, 1 + 0j), None, length=3)[0][0], 0.5,
+               backend="reference")
+
+
 def test_loop_inside_grad_not_differentiated(backend):
     """A while_loop computing a value that does not depend on the differentiated argument
     is fine inside grad."""

@@ -91,7 +91,8 @@ def backward(trace: Trace, start: int, end: int, seeds: list[tuple[Value, Tracer
             per_result = loop_cts.pop(n.out, None)
             if per_result is not None:
                 mark = len(trace.nodes)
-                grads = loop_vjp(trace, n, per_result, backward)
+                grads = loop_vjp(trace, n, per_result, backward, _active,
+                                 [v in active for v in n.inputs])
                 for v, gi in zip(n.inputs, grads, strict=True):
                     if gi is not None and v in active:
                         accumulate(v, gi)
