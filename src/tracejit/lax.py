@@ -3,7 +3,9 @@
 Same signatures and pytree carries as ``jax.lax``, so JAX code ports by changing the
 import. Inside ``jit`` (or ``grad``) each records one loop node whose body is traced once,
 whatever the trip count; called on arrays it is compiled on first use, like any jitted
-function (one cache entry per body function, loop parameters and signature).
+function (one cache entry per body function, loop parameters and signature), so arrays a
+body reads from a closure or a global are constants of that compilation, as in ``jit``:
+pass arrays that change between calls in the carry or ``xs``.
 
 Types follow NumPy's loop, which JAX's match: a Python scalar initial value is weakly
 typed, and the carry takes the dtype its first steps give it (``0.0`` summing float32
