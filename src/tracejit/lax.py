@@ -11,10 +11,11 @@ Types follow NumPy's loop, which JAX's match: a Python scalar initial value is w
 typed, and the carry takes the dtype its first steps give it (``0.0`` summing float32
 data is a float32 carry); ``fori_loop``'s ``i`` is a Python int as ``range``'s.
 
-Differences from JAX: ``unroll`` is accepted and ignored (the loop is one node however it
-is written; each backend decides how to run it); ``while_loop`` and a ``fori_loop`` with
-traced bounds have no reverse-mode gradient (JAX's have none either); a loop's result is
-not known while tracing, so a Python ``if`` on it raises ``ConcretizationError``.
+Differences from JAX: ``unroll`` (and ``map``'s ``batch_size``) is accepted and ignored
+(the loop is one node however it is written; each backend decides how to run it);
+``while_loop`` and a ``fori_loop`` with traced bounds have no reverse-mode gradient
+(JAX's have none either); a loop's result is not known while tracing, so a Python ``if``
+on it raises ``ConcretizationError``.
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ def _static_int(x) -> int | None:
     return None
 
 
-def fori_loop(lower, upper, body_fun: Callable, init_val: Any) -> Any:
+def fori_loop(lower, upper, body_fun: Callable, init_val: Any, *,
+              unroll: int | bool | None = None) -> Any:
     """``for i in range(lower, upper): val = body_fun(i, val)``; returns ``val``. With
     Python int bounds it is a ``scan`` (differentiable); with traced bounds a
     ``while_loop``. ``i`` is weakly typed, a Python int as ``range`` gives (so ``v + i``
@@ -121,8 +123,9 @@ def _dtype_of(x) -> np.dtype:
     return x.dtype if hasattr(x, "dtype") else np.dtype(np.int64)
 
 
-def map(f: Callable, xs: Any) -> Any:  # noqa: A001  (jax.lax.map's name)
-    """``f`` applied to each slice of ``xs`` along its leading axis, results stacked."""
+def map(f: Callable, xs: Any, *, batch_size: int | None = None) -> Any:  # noqa: A001
+    """``f`` applied to each slice of ``xs`` along its leading axis, results stacked
+    (``jax.lax.map``'s name and signature; ``batch_size`` is accepted and ignored)."""
     if not _tracing():
         return _compiled("map", f)(xs)
 
