@@ -273,6 +273,27 @@ def test_fori_loop_with_a_traced_bound(backend):
     assert f.cache_info().misses == 1
 
 
+def test_fori_body_indexing_with_i(backend):
+    """``xs[i]``, ``xs[-i]``, ``xs[i, i % 3]`` with the loop index, static and traced
+    bounds; an index out of range raises NumPy's IndexError when the loop runs."""
+    xs = data(4, 3)
+    for pick, bad in ((lambda xs, i: xs[i], 5), (lambda xs, i: xs[-i], 6),  # xs[-5]
+                      (lambda xs, i: xs[i, i % 3], 5)):
+        def fn(L, xs, n, p=pick):
+            return L.fori_loop(0, n, lambda i, v: v * 0.5 + p(xs, i), np.zeros(3))
+
+        want = fn(NP, xs, 4)
+        got = tj.jit(lambda xs, n: fn(lax, xs, n), backend=backend)
+        assert_same(got(xs, 4), want)
+        assert_same(tj.jit(lambda xs: fn(lax, xs, 4), backend=backend)(xs), want)
+        with pytest.raises(IndexError):
+            fn(NP, xs, bad)
+        with pytest.raises(IndexError):
+            got(xs, bad)
+    check_grad(lambda L, xs: L.fori_loop(0, 4, lambda i, v: np.sin(v) + xs[i] * i, xs[0]).sum(),
+               xs, backend=backend)
+
+
 def test_polynomial_evaluation(backend):
     def fn(L, coefficients, x):
         terms = L.map(lambda cp: cp[0] * x ** cp[1],
@@ -464,6 +485,33 @@ def test_drawn_body_gradients(terms, n, steps, seed):
     # np.maximum's kink: a tie between h and x has no derivative
     check_grad(loss, h0, xs, W, argnums=(0, 1, 2), backend="reference", rtol=1e-5,
                atol=1e-7)
+
+
+@SETTINGS
+@given(terms=st.lists(st.integers(0, len(TERMS) - 1), min_size=1, max_size=3),
+       n=st.sampled_from([1, 2, 3]), steps=st.integers(0, 4), seed=st.integers(0, 2 ** 16))
+def test_drawn_while_and_fori_bodies(terms, n, steps, seed):
+    """The same bodies in a fori_loop with a traced bound indexing xs[i], and in a
+    while_loop counting its steps in the carry."""
+    rng = np.random.default_rng(seed)
+    h0, xs, W = (rng.uniform(-1, 1, s) for s in ((n,), (4, n), (n, n)))
+    step = drawn_body(terms)
+
+    def fori(L, h0, xs, W, k):
+        return L.fori_loop(0, k, lambda i, h: step(h, xs[i], W)[0], h0)
+
+    def while_(L, h0, xs, W, k):
+        def body(c):
+            i, h = c
+            return i + 1, step(h, xs[i], W)[0]
+
+        return L.while_loop(lambda c: c[0] < k, body, (0, h0))
+
+    for fn in (fori, while_):
+        want = fn(NP, h0, xs, W, steps)
+        for backend in ("reference", "cpu"):
+            got = tj.jit(lambda *a, f=fn: f(lax, *a), backend=backend)(h0, xs, W, steps)
+            assert_same(got, want, None if exact(backend) else 10.0)
 
 
 # ---------------------------------------------------------------- errors
