@@ -393,6 +393,18 @@ def test_grad_of_nested_loops(backend):
     check_grad(fori_in_scan, 0.7, data(3), argnums=(0, 1), backend=backend)
 
 
+def test_jacobian_and_vjp_of_a_scan():
+    def f(L, w):
+        return L.scan(lambda c, x: (c * w + x, c), np.ones(2), np.ones((3, 2)))[1].ravel()
+
+    w = np.array([0.5, 2.0])
+    want = np.stack([fd_grad(lambda w, k=k: f(NP, w)[k], [w], [0])[0] for k in range(6)])
+    np.testing.assert_allclose(tj.jacobian(lambda w: f(lax, w))(w), want, atol=1e-7)
+    out, pull = tj.vjp(lambda w: f(lax, w), w)
+    assert_same(out, f(NP, w))
+    np.testing.assert_allclose(pull(np.arange(6.0))[0], np.arange(6.0) @ want, atol=1e-7)
+
+
 def test_grad_loop_without_float_inputs(backend):
     """A loop of integers only inside grad: no gradient flows through it."""
     check_grad(lambda L, w: w * L.scan(lambda c, _: (c + 1, c), 0, None, length=3)[0]
