@@ -588,6 +588,9 @@ def test_error_scanned_lengths():
                 X, match="scalar")
     raises_here(LoopError, tj.jit(lambda x: lax.scan(lambda c, r: (c, None), 0.0, None)),
                 X, match="nothing to scan over")
+    for length in (-1, 2.5):
+        raises_here(LoopError, tj.jit(lambda x, n=length: lax.scan(
+            lambda c, r: (c, None), 0.0, None, length=n)), X, match="Python int >= 0")
 
 
 def test_error_leaked_tracer_of_another_trace():

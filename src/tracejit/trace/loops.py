@@ -163,6 +163,8 @@ def scan(f: Callable, init, xs, length: int | None = None, reverse: bool = False
         raise LoopError(f"{what}: a scanned input is a scalar; xs needs a leading axis to "
                         "scan over")
     if length is not None:
+        if not isinstance(length, (int, np.integer)) or isinstance(length, bool) or length < 0:
+            raise LoopError(f"{what}: length={length!r}; it must be a Python int >= 0")
         lengths.add(int(length))
     if len(lengths) != 1:
         raise LoopError(f"{what}: " + ("the scanned inputs have different lengths "
