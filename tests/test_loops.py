@@ -393,6 +393,20 @@ def test_grad_of_nested_loops(backend):
     check_grad(fori_in_scan, 0.7, data(3), argnums=(0, 1), backend=backend)
 
 
+def test_grad_inside_a_body_and_through_it(backend):
+    """Gradient descent in a fori_loop (``grad`` in the body), and the gradient of its final
+    loss with respect to the learning rate (through the body's gradient)."""
+    def descend(L, lr, w0, target):
+        step = (lambda w: 2 * (w - target)) if L is NP else \
+            tj.grad(lambda w: ((w - target) ** 2).sum())
+        w = L.fori_loop(0, 4, lambda i, w: w - lr * step(w), w0)
+        return (np.sin(w) ** 2).sum()
+
+    args = (0.1, np.zeros(2), np.array([3.0, -1.0]))
+    same(descend, *args, backend=backend)
+    check_grad(descend, *args, argnums=(0, 1, 2), backend=backend)
+
+
 def test_jacobian_and_vjp_of_a_scan():
     def f(L, w):
         return L.scan(lambda c, x: (c * w + x, c), np.ones(2), np.ones((3, 2)))[1].ravel()
