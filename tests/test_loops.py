@@ -245,6 +245,23 @@ def test_loops_called_directly_compile_on_first_use():
     assert_same(lax.map(np.sum, xs), xs.sum(axis=1))
 
 
+def test_checking_modes_run_loops(backend):
+    """``check=True`` compares each loop result with the reference interpreter; with
+    ``check='nan'`` a NaN made inside a body is reported at the loop's line."""
+    from tracejit.errors import NonFiniteValue
+
+    fn = lambda L, W, xs: (rnn(L, np.zeros(3), xs, W),  # noqa: E731
+                           L.while_loop(lambda c: c[0] < 3,
+                                        lambda c: (c[0] + 1, np.sin(c[1] @ W)), (0, xs)))
+    args = (data(3, 3), data(4, 3))
+    for mode in (True, "nan"):
+        got = tj.jit(lambda *a: fn(lax, *a), backend=backend, check=mode)(*args)
+        assert_same(got, fn(NP, *args), None if exact(backend) else 10.0)
+    log = tj.jit(lambda xs: lax.scan(lambda h, x: (np.log(h + x), h), np.zeros(3), xs),
+                 backend=backend, check="nan")
+    raises_here(NonFiniteValue, log, -np.ones((4, 3)))
+
+
 # ---------------------------------------------------------------- Theano's tutorial
 
 
