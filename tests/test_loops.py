@@ -436,6 +436,27 @@ def test_jacobian_and_vjp_of_a_scan():
     np.testing.assert_allclose(pull(np.arange(6.0))[0], np.arange(6.0) @ want, atol=1e-7)
 
 
+def test_grad_of_grad_of_nested_loops_on_python_scalar_carries(backend):
+    """Python-float carries (weakly typed) read by inner loops: the backward pass re-runs
+    the bodies on per-step arrays (strong), inner loops retyped to match."""
+    xs, xs2 = np.arange(3.0), np.arange(2.0)
+
+    def inner_scan(L, w):
+        return L.scan(lambda c, x: (c * w, L.scan(lambda a, y: (a + c * y, None), 0.0,
+                                                  xs2)[0]), 1.0, xs)[1].sum()
+
+    def inner_fori(L, w):
+        return L.scan(lambda c, x: (c * w, L.fori_loop(0, 2, lambda i, a: a + c * i, 0.0)
+                                    * w), 1.0, xs)[1].sum()
+
+    for fn in (inner_scan, inner_fori):
+        g1 = tj.grad(lambda w, f=fn: f(lax, w), backend=backend)
+        np.testing.assert_allclose(g1(1.5), fd_grad(lambda w, f=fn: f(NP, w), [1.5], [0])[0],
+                                   rtol=1e-6)
+        np.testing.assert_allclose(tj.grad(g1, backend=backend)(1.5),
+                                   fd_grad(g1, [1.5], [0], eps=1e-5)[0], rtol=1e-5)
+
+
 def test_grad_loop_without_float_inputs(backend):
     """A loop of integers only inside grad: no gradient flows through it."""
     check_grad(lambda L, w: w * L.scan(lambda c, _: (c + 1, c), 0, None, length=3)[0]

@@ -49,12 +49,12 @@ def merge_scans(graph: Graph) -> Graph:
         if pair is None:
             return graph
         short, long = pair
-        nodes = []
+        nodes, placed = [], False
         for n in graph.nodes:
-            if n is long:
-                continue
-            if n is short:
-                nodes.append(long)  # its inputs are the same: defined here already
+            if n is short or n is long:  # at the first of the two (same inputs), before
+                if not placed:           # the readers of either
+                    nodes.append(long)
+                placed = True
             elif n.op == "loop_output" and n.inputs[0] is short.out:
                 nodes.append(Node(n.op, (long.out,), n.attrs, n.out, n.loc))
             else:

@@ -10,13 +10,14 @@ them.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..errors import LoopError, TracingError, UnsupportedOperation
-from ..ir import Graph, TensorType, Value
+from ..ir import Graph, Node, TensorType, Value
 from ..ir.loop_ops import Scan, While
 from ..ir.registry import REGISTRY
 from . import pytree
@@ -276,15 +277,66 @@ def check_no_trace(what: str) -> None:
 def inline(graph: Graph, args: list[Value]) -> list[Value]:
     """Copy ``graph``'s nodes into the current trace, its inputs bound to ``args``; returns
     the values of its outputs (autodiff re-runs a loop body this way)."""
-    trace = current()
+    return _replay(graph, args, current().nodes.append)
+
+
+def _replay(graph: Graph, args: list[Value], emit: Callable[[Node], None]) -> list[Value]:
+    """Emit a copy of each of ``graph``'s nodes, its inputs bound to ``args``. An arg may be
+    strong where the graph's input was weak (a Python scalar carry, stored per step as an
+    array): what depends on it is retyped by the ops' rules, nested loop bodies too."""
     env = dict(zip(graph.inputs, args, strict=True))
+    retyped: dict[Value, Any] = {}  # a nested loop's value: its loop, retyped
     for n in graph.nodes:
         inputs = tuple(env[v] for v in n.inputs)
-        # An arg may be strong where the body's input was weak (a Python scalar carry, stored
-        # per step as an array): the op's rule retypes what depends on it.
-        same = all(a.type == v.type for a, v in zip(inputs, n.inputs, strict=True))
-        out = Value(n.out.type if same else REGISTRY[n.op].rule(*(v.type for v in inputs),
-                                                                 **n.attrs))
-        trace.nodes.append(type(n)(n.op, inputs, n.attrs, out, n.loc))
+        attrs, t = n.attrs, n.out.type
+        if n.op == "loop_output" and inputs[0] in retyped:
+            attrs = {**attrs, "type": retyped[inputs[0]].result_types()[attrs["index"]]}
+            t = attrs["type"]
+        elif any(a.type != v.type for a, v in zip(inputs, n.inputs, strict=True)):
+            if isinstance(attrs.get("loop"), (Scan, While)):
+                loop, inputs = _retyped_loop(attrs["loop"], inputs, emit, n.loc)
+                attrs = {**attrs, "loop": loop}
+            t = REGISTRY[n.op].rule(*(a.type for a in inputs), **attrs)
+        out = Value(t)
+        if attrs is not n.attrs and "loop" in attrs:
+            retyped[out] = attrs["loop"]
+        emit(type(n)(n.op, inputs, attrs, out, n.loc))
         env[n.out] = out
     return [env[v] for v in graph.outputs]
+
+
+def _retyped(graph: Graph, types: list[TensorType]) -> Graph:
+    inputs = [Value(t, v.name) for v, t in zip(graph.inputs, types, strict=True)]
+    nodes: list[Node] = []
+    outputs = _replay(graph, inputs, nodes.append)
+    return Graph(inputs, nodes, outputs, graph.name)
+
+
+def _retyped_loop(loop, inputs: tuple[Value, ...], emit: Callable[[Node], None], loc):
+    """``loop`` for a node reading ``inputs``, its bodies retyped, and those inputs. A
+    carry a retyped body makes strong is made strong from the start (a ``convert`` of
+    its initial value), until the carry's types settle, as ``_trace_carried`` does."""
+    types = [a.type for a in inputs]
+    first = loop.n_consts
+    while True:
+        if isinstance(loop, While):
+            new = dataclasses.replace(loop, cond=_retyped(loop.cond, types),
+                                      body=_retyped(loop.body, types))
+            n_carry = len(types) - first
+        else:
+            c = loop.n_consts + loop.n_carry
+            sliced = [TensorType(t.shape[1:], t.dtype, t.weak) for t in types[c:]]
+            new = dataclasses.replace(loop, body=_retyped(loop.body, types[:c] + sliced))
+            n_carry = loop.n_carry
+        after = [v.type for v in new.body.outputs[:n_carry]]
+        if after == types[first:first + n_carry]:
+            break
+        types = types[:first] + after + types[first + n_carry:]
+    fitted = []
+    for a, t in zip(inputs, types, strict=True):
+        if a.type != t:
+            node = Node("convert", (a,), {"dtype": t.dtype}, Value(t), loc)
+            emit(node)
+            a = node.out
+        fitted.append(a)
+    return new, tuple(fitted)
