@@ -616,6 +616,8 @@ def test_python_scalar_returned_as_the_carry():
     assert_same(f(np.arange(2.0, 5.0, dtype=np.float32)),
                 (np.float32(1.5), np.array([2.0, 1.5, 1.5], np.float32)))
     assert tj.jit(lambda: lax.fori_loop(0, 2, lambda i, v: 0, np.int8(5)))().dtype == np.int8
+    same(lambda L, x: L.scan(lambda c, r: (np.zeros(2, np.float32), c), x[:2], x),
+         np.ones(3, np.float32), backend="reference")  # a NumPy array as the next carry
     for body, before, after in ((lambda c, r: (1.5, c), "i32[]", "f64[]~"),
                                 (lambda c, r: (np.float64(0), c), "i32[]", "f64[]")):
         msg = raises_here(LoopError, tj.jit(lambda x, b=body: lax.scan(b, np.int32(1), x)), X)

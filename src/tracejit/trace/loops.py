@@ -116,8 +116,10 @@ def _fit_carry(leaves: list, types: list[TensorType]) -> list:
     float32 carry; not ``c = 0.5`` for an int32 one, which the type check then reports)."""
     out = []
     for leaf, t in zip(leaves, types, strict=True):
-        weak = leaf.aval.weak if isinstance(leaf, Tracer) else type(leaf) in (int, float, complex)
-        kind = leaf.aval.dtype.kind if isinstance(leaf, Tracer) else np.dtype(type(leaf)).kind
+        if isinstance(leaf, Tracer):
+            weak, kind = leaf.aval.weak, leaf.aval.dtype.kind
+        else:
+            weak, kind = type(leaf) in (int, float, complex), np.asarray(leaf).dtype.kind
         if weak and not t.weak and np.shape(leaf) == t.shape and \
                 np.result_type({"i": 0, "f": 0.0, "c": 0j}[kind], t.dtype) == t.dtype:
             leaf = current().bind("convert", (leaf,), {"dtype": t.dtype})
