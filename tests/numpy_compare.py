@@ -80,6 +80,9 @@ def assert_same(got: Any, want: Any, tol: Any = None) -> None:
         for g, w in zip(got, want, strict=True):
             assert_same(g, w, tol)
         return
+    if want is None:  # an empty pytree (a loop's ys of None)
+        assert got is None, f"{got!r} is not None"
+        return
     if isinstance(want, dict):
         assert isinstance(got, dict) and got.keys() == want.keys(), f"{got!r} is not like {want!r}"
         for key in want:
@@ -100,3 +103,58 @@ def assert_same(got: Any, want: Any, tol: Any = None) -> None:
     if want.dtype.kind == "f":
         negative = np.signbit(got) & ~np.isnan(got)
         np.testing.assert_array_equal(negative, np.signbit(want) & ~np.isnan(want), "signbit")
+
+
+# ---------------------------------------------------------------- loops as NumPy runs them
+
+
+class NumpyLax:
+    """``jax.lax``'s loops as plain Python loops over NumPy values: the oracle of
+    ``tracejit.lax`` (a test function takes the namespace and runs under either)."""
+
+    @staticmethod
+    def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
+        from tracejit.trace import pytree
+
+        x_leaves, x_tree = pytree.flatten(xs)
+        n = length if length is not None else len(x_leaves[0])
+        carry, ys = init, []
+        for t in range(n - 1, -1, -1) if reverse else range(n):
+            carry, y = f(carry, pytree.unflatten(x_tree, [x[t] for x in x_leaves]))
+            ys.append(y)
+        if not ys:
+            raise ValueError("NumpyLax.scan: no steps, so no ys to stack")
+        ys = ys[::-1] if reverse else ys
+        per_step = [pytree.flatten(y)[0] for y in ys]
+        y_tree = pytree.flatten(ys[-1])[1]
+        # each y stacked in the dtype of the last step's (a Python scalar carry of the
+        # first steps has the dtype the loop settles on)
+        stacked = [np.stack([np.asarray(s[k], np.asarray(per_step[-1][k]).dtype)
+                             for s in per_step]) for k in range(len(per_step[-1]))]
+        return carry, pytree.unflatten(y_tree, stacked)
+
+    @staticmethod
+    def fori_loop(lower, upper, body, init):
+        val = init
+        for i in range(int(lower), int(upper)):
+            val = body(i, val)
+        return val
+
+    @staticmethod
+    def while_loop(cond, body, init):
+        val = init
+        while cond(val):
+            val = body(val)
+        return val
+
+    @staticmethod
+    def map(f, xs):
+        return NumpyLax.scan(lambda c, x: (c, f(x)), (), xs)[1]
+
+
+def lax_of(x):
+    """The loops to run a function with: NumPy's Python loops when ``x`` is a NumPy array
+    (the oracle's call), ``tracejit.lax`` when it is traced."""
+    import tracejit
+
+    return NumpyLax if isinstance(x, (np.ndarray, np.generic)) else tracejit.lax

@@ -25,7 +25,8 @@ import pytest
 from tracejit.backends.cpu.codegen import fusible as cpu_fusible
 from tracejit.backends.cuda import library
 from tracejit.backends.cuda.codegen import fusible as cuda_fusible
-from tracejit.ir import REGISTRY, Kind, Node, Value
+from tracejit.ir import REGISTRY, Graph, Kind, Node, Value
+from tracejit.ir.loop_ops import Scan, While
 from tracejit.ir.random_ops import Slot
 from tracejit.ir.types import TensorType
 from tracejit.passes.contract import SMALL_K
@@ -143,6 +144,14 @@ DECISIONS: dict[str, Row] = {
     "full": Row(L, L, why="np.full / cupy.full"),
     "transfer": Row(L, H, why="a copy between devices that the runner makes; placement "
                               "inserts it after deciding where every other node runs"),
+    # ------------------------------------------------------------ loops
+    **{op: Row(L, H, why="a loop is a step of the runner, never inside a kernel: the step "
+                         "runs its body graph once per iteration (the registry's "
+                         "implementation interprets it with NumPy); on CUDA placement keeps "
+                         "it on the host")
+       for op in ("scan", "while_loop")},
+    "loop_output": Row(L, H, why="picks one result of a loop's tuple (no computation): the "
+                                 "runner's, where the loop ran"),
     # ------------------------------------------------------------ effects
     "random": Row(L, H, why="a call of NumPy's generator when the graph runs (an effect, "
                             "never in a kernel); on the host under CUDA too, since CuPy's "
@@ -193,6 +202,8 @@ def sample(op: str, code: str) -> Node | None:
     }
     if d.kind is Kind.LINALG:
         return _linalg_sample(op, dt)
+    if d.kind is Kind.LOOP:
+        return _loop_sample(op, x)
     if op in builders:
         return builders[op]()
     if d.kind is Kind.REDUCTION:
@@ -217,6 +228,26 @@ def _linalg_sample(op: str, dt: np.dtype) -> Node | None:
     x = TensorType((2, 4, 4), dt)
     inputs = [x, TensorType((2, 4, 3), dt)] if op == "solve" else [x]
     return _node(op, inputs, **LINALG_ATTRS.get(op, {}))
+
+
+def _loop_sample(op: str, x: TensorType) -> Node:
+    """A scan adding each slice of xs to its carry; a while loop adding a const to its
+    carry while any element is nonzero; the carry the scan gives back."""
+    k, c = Value(x), Value(x)
+    step = Node("add", (k, c), {}, Value(REGISTRY["add"].rule(x, x)), None)
+    if step.out.type != x:  # bool + bool: the loop would change its carry's type
+        step = Node("bitwise_or", (k, c), {}, Value(x), None)
+    if op == "while_loop":
+        test = Node("any", (c,), {"axis": (0, 1), "keepdims": False},
+                    Value(TensorType((), np.dtype(bool))), None)
+        loop = While(Graph([k, c], [test], [test.out], "cond"),
+                     Graph([k, c], [step], [step.out], "body"), 1)
+        return _node(op, [x, x], loop=loop)
+    loop = Scan(Graph([c, k], [step], [step.out], "body"), 0, 1, 5)
+    scan = _node("scan", [x, TensorType((5, *x.shape), x.dtype)], loop=loop)
+    if op == "scan":
+        return scan
+    return Node(op, (scan.out,), {"index": 0, "type": x}, Value(x), None)
 
 
 def decided(backend: str, node: Node | None) -> str:

@@ -13,9 +13,10 @@ import itertools
 
 import numpy as np
 import pytest
-from numpy_compare import ULP, assert_same, builtin_error, exact
+from numpy_compare import ULP, assert_same, builtin_error, exact, lax_of
 
 import tracejit as tj
+from tracejit.ad.backward import LOOPS, WALK_RULES
 from tracejit.ad.rules import NON_DIFFERENTIABLE, VJP, ZERO_GRADIENT
 from tracejit.ir import REGISTRY, Kind
 from tracejit.ir.registry import Exactness, Grad
@@ -132,6 +133,12 @@ OP_CASES = {
     "scatter": (lambda x, i: _written(x, (slice(None), i), x[:, :3] * 2), (F32, I64)),
     "constant": (lambda x: x + np.arange(4), (F32,)),
     "full": (lambda x: np.full_like(x, 3), (F32,)),
+    # loops, run by NumPy as Python loops (numpy_compare.lax_of; test_loops.py has more)
+    "scan": (lambda x: lax_of(x).scan(lambda c, r: (c * r + 1, c.sum()), x[0], x),
+             (sample(np.int32, (3, 4)),)),
+    "while_loop": (lambda x: lax_of(x).while_loop(lambda c: c.max() < 40,
+                                                  lambda c: c * 2 + 1, x), (SQUARE,)),
+    "loop_output": (lambda x: lax_of(x).map(lambda r: np.where(r > 0, r, 0.0), x), (F32,)),
     # seeded inside: NumPy and the jitted function draw the same numbers (test_random.py)
     "random": (lambda x: (np.random.seed(0), x * np.random.normal(x, size=(3, 4)))[1], (F32,)),
 }
@@ -167,9 +174,9 @@ def test_grad_facts_agree_with_the_vjp_rules():
     def having(grad: Grad) -> set[str]:
         return {n for n, d in REGISTRY.items() if d.grad is grad}
 
-    assert having(Grad.RULE) == set(VJP)
+    assert having(Grad.RULE) == set(VJP) | WALK_RULES
     assert having(Grad.ZERO) == ZERO_GRADIENT
-    assert having(Grad.NONE) == NON_DIFFERENTIABLE | PLACED_OPS
+    assert having(Grad.NONE) == NON_DIFFERENTIABLE | PLACED_OPS | (LOOPS - WALK_RULES)
 
 
 @pytest.mark.parametrize("name", sorted(n for n, d in REGISTRY.items() if d.monoid))

@@ -3,11 +3,19 @@
 Same signatures and pytree carries as ``jax.lax``, so JAX code ports by changing the
 import. Inside ``jit`` (or ``grad``) each records one loop node whose body is traced once,
 whatever the trip count; called on arrays it is compiled on first use, like any jitted
-function (one cache entry per body function, loop parameters and signature).
+function (one cache entry per body function, loop parameters and signature), so arrays a
+body reads from a closure or a global are constants of that compilation, as in ``jit``:
+pass arrays that change between calls in the carry or ``xs``.
 
-Differences from JAX: ``unroll`` is accepted and ignored (the backends run the loop
-without a Python round trip per step already); ``while_loop`` and a ``fori_loop`` with
-traced bounds have no reverse-mode gradient (JAX's have none either).
+Types follow NumPy's loop, which JAX's match: a Python scalar initial value is weakly
+typed, and the carry takes the dtype its first steps give it (``0.0`` summing float32
+data is a float32 carry); ``fori_loop``'s ``i`` is a Python int as ``range``'s.
+
+Differences from JAX: ``unroll`` (and ``map``'s ``batch_size``) is accepted and ignored
+(the loop is one node however it is written; each backend decides how to run it);
+``while_loop`` and a ``fori_loop`` with traced bounds have no reverse-mode gradient
+(JAX's have none either); a loop's result is not known while tracing, so a Python ``if``
+on it raises ``ConcretizationError``.
 """
 
 from __future__ import annotations
@@ -42,7 +50,9 @@ def _compiled(kind: str, fn: Callable, *params) -> Callable:
         lower, upper = params
         return jit(lambda init: fori_loop(lower, upper, fn, init))
     if kind == "fori_dynamic":  # array bounds are arguments: new bounds compile nothing
-        return jit(lambda lower, upper, init: fori_loop(lower, upper, fn, init))
+        (lo,) = params  # a Python int lower bound stays one: ``i`` keeps range's type
+        return jit(lambda lower, upper, init: fori_loop(lower if lo is None else lo, upper,
+                                                        fn, init))
     return jit(lambda xs: map(fn, xs))
 
 
@@ -69,21 +79,23 @@ def _static_int(x) -> int | None:
     return None
 
 
-def fori_loop(lower, upper, body_fun: Callable, init_val: Any) -> Any:
+def fori_loop(lower, upper, body_fun: Callable, init_val: Any, *,
+              unroll: int | bool | None = None) -> Any:
     """``for i in range(lower, upper): val = body_fun(i, val)``; returns ``val``. With
     Python int bounds it is a ``scan`` (differentiable); with traced bounds a
-    ``while_loop``."""
+    ``while_loop``. ``i`` is weakly typed, a Python int as ``range`` gives (so ``v + i``
+    keeps a float32 ``v`` float32, as in NumPy), unless ``lower`` is traced."""
     lo, hi = _static_int(lower), _static_int(upper)
     if not _tracing():
         if lo is None or hi is None:
-            return _compiled("fori_dynamic", body_fun)(lower, upper, init_val)
+            return _compiled("fori_dynamic", body_fun, lo)(lower, upper, init_val)
         return _compiled("fori_loop", body_fun, lo, hi)(init_val)
     if lo is not None and hi is not None:
         def step(carry, _):
             i, val = carry
             return (i + 1, body_fun(i, val)), None
 
-        (_, val), _ = _loops.scan(step, (np.int64(lo), init_val), None,
+        (_, val), _ = _loops.scan(step, (lo, init_val), None,
                                   length=max(hi - lo, 0), what="lax.fori_loop")
         return val
 
@@ -98,7 +110,9 @@ def fori_loop(lower, upper, body_fun: Callable, init_val: Any) -> Any:
     index = np.result_type(_dtype_of(lower), _dtype_of(upper))
     if index.kind not in "iu":
         raise LoopError(f"lax.fori_loop: the bounds must be integers, got {index}")
-    lower_v = np.asarray(lower, index) if not hasattr(lower, "_trace") else lower.astype(index)
+    # ``i`` is a Python int as range's is (NEP 50: ``v + i`` keeps v's float32), unless
+    # ``lower`` is traced: then it has the bounds' dtype.
+    lower_v = lo if lo is not None else lower.astype(index)
     upper_v = np.asarray(upper, index) if not hasattr(upper, "_trace") else upper.astype(index)
     _, _, val = _loops.while_loop(cond, body, (lower_v, upper_v, init_val),
                                   what="lax.fori_loop")
@@ -109,8 +123,9 @@ def _dtype_of(x) -> np.dtype:
     return x.dtype if hasattr(x, "dtype") else np.dtype(np.int64)
 
 
-def map(f: Callable, xs: Any) -> Any:  # noqa: A001  (jax.lax.map's name)
-    """``f`` applied to each slice of ``xs`` along its leading axis, results stacked."""
+def map(f: Callable, xs: Any, *, batch_size: int | None = None) -> Any:  # noqa: A001
+    """``f`` applied to each slice of ``xs`` along its leading axis, results stacked
+    (``jax.lax.map``'s name and signature; ``batch_size`` is accepted and ignored)."""
     if not _tracing():
         return _compiled("map", f)(xs)
 

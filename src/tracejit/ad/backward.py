@@ -21,6 +21,10 @@ from .rules import NON_DIFFERENTIABLE, VJP, ZERO_GRADIENT
 
 _DIFFERENTIABLE_KINDS = "fc"
 LOOPS = frozenset({"scan", "while_loop"})  # ops with a body graph (ir/loop_ops.py)
+# Ops differentiated by the reverse walk itself rather than by a VJP rule: a loop's
+# results are one value, their cotangents gathered per ``loop_output`` index first. A
+# while_loop's gradient raises UnsupportedOperation (loop_rules.py).
+WALK_RULES = frozenset({"scan", "loop_output"})
 
 
 def sum_to(g: Tracer, shape: tuple[int, ...]) -> Tracer:
@@ -88,7 +92,8 @@ def backward(trace: Trace, start: int, end: int, seeds: list[tuple[Value, Tracer
             per_result = loop_cts.pop(n.out, None)
             if per_result is not None:
                 mark = len(trace.nodes)
-                grads = loop_vjp(trace, n, per_result, backward)
+                grads = loop_vjp(trace, n, per_result, backward, _active,
+                                 [v in active for v in n.inputs])
                 for v, gi in zip(n.inputs, grads, strict=True):
                     if gi is not None and v in active:
                         accumulate(v, gi)

@@ -27,36 +27,57 @@ from ..trace.tracer import Tracer
 
 
 def _float(t: TensorType) -> bool:
-    return t.dtype.kind == "f"
+    """Whether a cotangent flows through values of type ``t``: complex ones too, so that the
+    body's reverse walk refuses them as everywhere else, rather than the loop dropping
+    their gradient silently."""
+    return t.dtype.kind in "fc"
 
 
 def _zeros(t: TensorType) -> Tracer:
     return bind("full", shape=t.shape, dtype=t.dtype, value=0)
 
 
-def loop_vjp(trace: Trace, node: Node, cts: dict[int, Tracer],
-             backward: Callable) -> list[Tracer | None]:
+def loop_vjp(trace: Trace, node: Node, cts: dict[int, Tracer], backward: Callable,
+             active: Callable, live: list[bool]) -> list[Tracer | None]:
     """Cotangents of ``node``'s inputs given those of its results (``cts[index]``);
-    ``backward`` is the reverse walk (``ad/backward.py``), run over each step's body."""
+    ``backward`` is the reverse walk (``ad/backward.py``), run over each step's body,
+    ``active(nodes, wrt)`` its set of values depending on ``wrt``, and ``live[i]`` whether
+    input ``i`` depends on what is differentiated (only those get cotangents)."""
     if node.op == "while_loop":
         raise UnsupportedOperation(
             "reverse-mode gradient of a while_loop (or a fori_loop with traced bounds): its "
             "trip count is known only when it runs", location=node.loc,
             hint="give fori_loop Python int bounds (it is then a differentiable scan), or "
             "use lax.scan with a fixed length")
-    return _scan_vjp(trace, node, node.attrs["loop"], cts, backward)
+    return _scan_vjp(trace, node, node.attrs["loop"], cts, backward,
+                     _live_carries(node.attrs["loop"], live, active), live)
+
+
+def _live_carries(loop: Scan, live: list[bool], active: Callable) -> list[bool]:
+    """Which carries depend on what is differentiated: those whose initial value does, and
+    those the body computes from live consts, slices or carries (to a fixed point)."""
+    nc, nk, body = loop.n_consts, loop.n_carry, loop.body
+    ins = [v for v, ok in zip(body.inputs, live, strict=True) if ok and _float(v.type)]
+    carry = [live[nc + j] for j in range(nk)]
+    while True:
+        reached = active(body.nodes, ins + [body.inputs[nc + j] for j in range(nk) if carry[j]])
+        more = [c or body.outputs[j] in reached for j, c in enumerate(carry)]
+        if more == carry:
+            return carry
+        carry = more
 
 
 def _scan_vjp(trace: Trace, node: Node, loop: Scan, cts: dict[int, Tracer],
-              backward: Callable) -> list[Tracer | None]:
+              backward: Callable, live_carry: list[bool],
+              live: list[bool]) -> list[Tracer | None]:
     nc, nk, length = loop.n_consts, loop.n_carry, loop.length
     body = loop.body
     ny = len(loop.y_types)
-    consts, init, xs = node.inputs[:nc], node.inputs[nc:nc + nk], node.inputs[nc + nk:]
+    consts, xs = node.inputs[:nc], node.inputs[nc + nk:]
     carry_types = [v.type for v in body.outputs[:nk]]
-    kf = [j for j in range(nk) if _float(carry_types[j])]
-    cf = [i for i in range(nc) if _float(consts[i].type)]
-    xf = [i for i in range(len(xs)) if _float(xs[i].type)]
+    kf = [j for j in range(nk) if _float(carry_types[j]) and live_carry[j]]
+    cf = [i for i in range(nc) if _float(consts[i].type) and live[i]]
+    xf = [i for i in range(len(xs)) if _float(xs[i].type) and live[nc + nk + i]]
     yf = [j for j in range(ny) if nk + j in cts]
 
     # the forward loop once more, also stacking the carry each step starts from

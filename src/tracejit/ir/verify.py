@@ -7,14 +7,18 @@ output type.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import IRError, TracejitError
 from .graph import Graph
-from .loop_ops import Scan, body_inputs
+from .loop_ops import Scan, While, body_inputs
 from .registry import REGISTRY, Kind
+from .types import TensorType
 
 
 def verify(graph: Graph) -> Graph:
     defined = set()
+    loops = {}  # a loop node's value: the node (loop_output's types are checked against it)
     for v in graph.inputs:
         if v in defined:
             raise IRError(f"graph input {v} appears twice", location=None)
@@ -39,14 +43,28 @@ def verify(graph: Graph) -> Graph:
                 f"{where}: output type {node.out.type} but the rule gives {expected}",
                 location=node.loc,
             )
-        for body, types in body_inputs(node) if opdef.kind is Kind.LOOP and \
-                node.op != "loop_output" else ():
-            _verify_body(node, body, types, where)
+        if node.op == "loop_output":
+            _verify_output(node, loops.get(node.inputs[0]), where)
+        elif opdef.kind is Kind.LOOP:
+            for body, types in body_inputs(node):
+                _verify_body(node, body, types, where)
+            loops[node.out] = node
         defined.add(node.out)
     for v in graph.outputs:
         if v not in defined:
             raise IRError(f"graph output {v} is never defined", location=None)
     return graph
+
+
+def _verify_output(node, loop_node, where: str) -> None:
+    """A ``loop_output`` has the type of the loop's result it picks (where the loop node
+    is in this graph, not one of its inputs)."""
+    if loop_node is None:
+        return
+    want = loop_node.attrs["loop"].result_types()[node.attrs["index"]]
+    if node.attrs["type"] != want:
+        raise IRError(f"{where}: says result {node.attrs['index']} is {node.attrs['type']}, "
+                      f"the loop gives {want}", location=node.loc)
 
 
 def _verify_body(node, body: Graph, types: list, where: str) -> None:
@@ -60,6 +78,10 @@ def _verify_body(node, body: Graph, types: list, where: str) -> None:
         raise IRError(f"{where}: its {body.name} takes {[str(v.type) for v in body.inputs]}, "
                       f"the node gives {[str(t) for t in types]}", location=node.loc)
     loop = node.attrs["loop"]
+    if isinstance(loop, While) and body is loop.cond and [
+            v.type for v in body.outputs] != [TensorType((), np.dtype(bool))]:
+        raise IRError(f"{where}: its cond gives {[str(v.type) for v in body.outputs]}, not "
+                      "one bool scalar", location=node.loc)
     if body is loop.body:
         carry = types[loop.n_consts:loop.n_consts + (loop.n_carry if isinstance(loop, Scan)
                                                      else len(body.outputs))]

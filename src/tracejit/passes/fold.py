@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..ir import Node, Value
-from ..ir.registry import REGISTRY, has_effect
+from ..ir.registry import REGISTRY, Kind, has_effect
 from ..ir.types import type_of_constant
 
 MAX_ELEMENTS = 64
@@ -28,6 +28,8 @@ def constant_value(v: Value, producer: Callable[[Value], Node | None]):
 def fold(node: Node, producer: Callable[[Value], Node | None]) -> Node | None:
     """A ``constant`` node defining ``node.out``, or None if ``node`` must stay."""
     if node.op == "constant" or has_effect(node):  # a draw is new on every call
+        return None
+    if REGISTRY[node.op].kind is Kind.LOOP:  # a whole loop run at compile time; no array
         return None
     args = [constant_value(v, producer) for v in node.inputs]
     if any(a is None for a in args) or node.out.type.size > MAX_ELEMENTS:

@@ -10,14 +10,16 @@ them.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..errors import LoopError, TracingError, UnsupportedOperation
-from ..ir import Graph, TensorType, Value
+from ..ir import Graph, Node, TensorType, Value
 from ..ir.loop_ops import Scan, While
+from ..ir.registry import REGISTRY
 from . import pytree
 from .core import Trace, current, tracing
 from .tracer import Tracer
@@ -67,6 +69,20 @@ class BodyTrace(Trace):
         return super().bind(op, operands, attrs)
 
 
+def refuse_outer_write(x: Tracer) -> None:
+    """A write into ``x`` from a loop body, where ``x`` (or the array it views) belongs to
+    an enclosing trace, is refused: the body runs once per step but is traced once, so the
+    write cannot become the outer array's next version (the outer Tracer would be rebound
+    to a value of the body, which exists only inside it)."""
+    trace = current()
+    root = x if x._base is None else x._base
+    if isinstance(trace, BodyTrace) and (x._trace is not trace or root._trace is not trace):
+        raise LoopError(
+            "a loop body writes in place into an array from outside the loop",
+            hint="carry the array instead (in the carry, return the written copy: "
+            "w = w.copy(); w[0] = v; return w, ...), or write into it after the loop")
+
+
 def trace_body(fn: Callable, in_types: Sequence[TensorType], name: str,
                in_names: Sequence[str] | None = None) -> tuple[Graph, list[Value], list, Any]:
     """Trace ``fn(*leaves)`` with one fresh value per type in ``in_types``. Returns the
@@ -96,11 +112,16 @@ def _lift_leaves(tree) -> tuple[list[Value], Any]:
 
 def _fit_carry(leaves: list, types: list[TensorType]) -> list:
     """A body's carry leaves, a weakly typed one (a Python scalar) made the strong type
-    the loop carries there."""
+    the loop carries there where NumPy's promotion keeps that type (``c = 0`` for a
+    float32 carry; not ``c = 0.5`` for an int32 one, which the type check then reports)."""
     out = []
     for leaf, t in zip(leaves, types, strict=True):
-        weak = not isinstance(leaf, Tracer) or leaf.aval.weak
-        if weak and not t.weak and np.shape(leaf) == t.shape:
+        if isinstance(leaf, Tracer):
+            weak, kind = leaf.aval.weak, leaf.aval.dtype.kind
+        else:
+            weak, kind = type(leaf) in (int, float, complex), np.asarray(leaf).dtype.kind
+        if weak and not t.weak and np.shape(leaf) == t.shape and \
+                np.result_type({"i": 0, "f": 0.0, "c": 0j}[kind], t.dtype) == t.dtype:
             leaf = current().bind("convert", (leaf,), {"dtype": t.dtype})
         out.append(leaf)
     return out
@@ -109,27 +130,28 @@ def _fit_carry(leaves: list, types: list[TensorType]) -> list:
 def _trace_carried(fn: Callable, carry_types: list[TensorType], more: list[TensorType],
                    paths: list[str], what: str) -> tuple[Graph, list[Value], list[TensorType]]:
     """Trace a body whose first outputs are the next carry; a Python scalar in the
-    initial carry takes the type the body gives it (the body is traced again), as in JAX.
+    initial carry takes the type the body gives it (the body is traced again, until the
+    types settle), as in JAX and as a NumPy loop's values do after its first steps.
     Returns the graph, its captures and the carry's types."""
-    for attempt in range(2):
-        graph, captures, _, _ = trace_body(lambda *xs: fn(carry_types, *xs),
+    # A weak leaf only becomes strong or of a higher kind (int, float, complex), so the
+    # retracing ends; each round settles at least one leaf, as a NumPy loop's steps do.
+    for _ in range(3 * len(carry_types) + 1):
+        graph, captures, _, _ = trace_body(lambda *xs, ts=carry_types: fn(ts, *xs),
                                            carry_types + more, "body")
         after = [v.type for v in graph.outputs[:len(carry_types)]]
         if after == carry_types:
             return graph, captures, carry_types
-        fixable = all(b == a or (b.weak and b.shape == a.shape)
-                      for b, a in zip(carry_types, after, strict=True))
-        if attempt == 0 and fixable:
-            carry_types = after
-            continue
-        path, b, a = next((p, b, a) for p, b, a in zip(paths, carry_types, after, strict=True)
-                          if b != a)
-        raise LoopError(f"{what}: the carry changes type between iterations: {path} is {b} "
-                        f"before a step and {a} after it",
-                        hint="make the body return each carry leaf with the shape and dtype "
-                        "it received (convert with .astype, or start from an initial value "
-                        "of the right dtype)")
-    raise AssertionError("unreachable")
+        wrong = [(p, b, a) for p, b, a in zip(paths, carry_types, after, strict=True)
+                 if b != a and not (b.weak and b.shape == a.shape)]
+        if wrong:
+            path, b, a = wrong[0]
+            raise LoopError(f"{what}: the carry changes type between iterations: {path} is "
+                            f"{b} before a step and {a} after it",
+                            hint="make the body return each carry leaf with the shape and "
+                            "dtype it received (convert with .astype, or start from an "
+                            "initial value of the right dtype)")
+        carry_types = after
+    raise AssertionError("a weakly typed carry did not settle")
 
 
 def scan(f: Callable, init, xs, length: int | None = None, reverse: bool = False,
@@ -144,6 +166,8 @@ def scan(f: Callable, init, xs, length: int | None = None, reverse: bool = False
         raise LoopError(f"{what}: a scanned input is a scalar; xs needs a leading axis to "
                         "scan over")
     if length is not None:
+        if not isinstance(length, (int, np.integer)) or isinstance(length, bool) or length < 0:
+            raise LoopError(f"{what}: length={length!r}; it must be a Python int >= 0")
         lengths.add(int(length))
     if len(lengths) != 1:
         raise LoopError(f"{what}: " + ("the scanned inputs have different lengths "
@@ -153,7 +177,7 @@ def scan(f: Callable, init, xs, length: int | None = None, reverse: bool = False
     nk = len(init_vals)
     carry_types = [v.type for v in init_vals]
     x_types = [TensorType(v.type.shape[1:], v.type.dtype) for v in xs_vals]
-    paths = pytree.leaf_paths(init_tree, "carry")
+    paths = pytree.leaf_exprs(init_tree, "carry")
 
     y_trees: list = []
 
@@ -187,7 +211,7 @@ def while_loop(cond: Callable, body: Callable, init, what: str = "lax.while_loop
     trace = current()
     init_vals, tree = _lift_leaves(init)
     types = [v.type for v in init_vals]
-    paths = pytree.leaf_paths(tree, "carry")
+    paths = pytree.leaf_exprs(tree, "carry")
 
     def cond_fn(*leaves):
         return cond(pytree.unflatten(tree, leaves))
@@ -233,6 +257,9 @@ def _convert(trace: Trace, v: Value, t: TensorType) -> Value:
 
 def _bind_loop(trace: Trace, op: str, inputs: list[Value], loop, types: list[TensorType]):
     results = trace.bind(op, tuple(Tracer(v, trace) for v in inputs), {"loop": loop})
+    # No known value: running the loop while tracing (for a Python ``if`` on its result)
+    # would cost its whole trip count at every trace, and the tuple is no array.
+    results._const = None
     outs = []
     for i, t in enumerate(types):
         out = trace.bind("loop_output", (results,), {"index": i, "type": t})
@@ -252,10 +279,66 @@ def check_no_trace(what: str) -> None:
 def inline(graph: Graph, args: list[Value]) -> list[Value]:
     """Copy ``graph``'s nodes into the current trace, its inputs bound to ``args``; returns
     the values of its outputs (autodiff re-runs a loop body this way)."""
-    trace = current()
+    return _replay(graph, args, current().nodes.append)
+
+
+def _replay(graph: Graph, args: list[Value], emit: Callable[[Node], None]) -> list[Value]:
+    """Emit a copy of each of ``graph``'s nodes, its inputs bound to ``args``. An arg may be
+    strong where the graph's input was weak (a Python scalar carry, stored per step as an
+    array): what depends on it is retyped by the ops' rules, nested loop bodies too."""
     env = dict(zip(graph.inputs, args, strict=True))
+    retyped: dict[Value, Any] = {}  # a nested loop's value: its loop, retyped
     for n in graph.nodes:
-        out = Value(n.out.type)
-        trace.nodes.append(type(n)(n.op, tuple(env[v] for v in n.inputs), n.attrs, out, n.loc))
+        inputs = tuple(env[v] for v in n.inputs)
+        attrs, t = n.attrs, n.out.type
+        if n.op == "loop_output" and inputs[0] in retyped:
+            attrs = {**attrs, "type": retyped[inputs[0]].result_types()[attrs["index"]]}
+            t = attrs["type"]
+        elif any(a.type != v.type for a, v in zip(inputs, n.inputs, strict=True)):
+            if isinstance(attrs.get("loop"), (Scan, While)):
+                loop, inputs = _retyped_loop(attrs["loop"], inputs, emit, n.loc)
+                attrs = {**attrs, "loop": loop}
+            t = REGISTRY[n.op].rule(*(a.type for a in inputs), **attrs)
+        out = Value(t)
+        if attrs is not n.attrs and "loop" in attrs:
+            retyped[out] = attrs["loop"]
+        emit(type(n)(n.op, inputs, attrs, out, n.loc))
         env[n.out] = out
     return [env[v] for v in graph.outputs]
+
+
+def _retyped(graph: Graph, types: list[TensorType]) -> Graph:
+    inputs = [Value(t, v.name) for v, t in zip(graph.inputs, types, strict=True)]
+    nodes: list[Node] = []
+    outputs = _replay(graph, inputs, nodes.append)
+    return Graph(inputs, nodes, outputs, graph.name)
+
+
+def _retyped_loop(loop, inputs: tuple[Value, ...], emit: Callable[[Node], None], loc):
+    """``loop`` for a node reading ``inputs``, its bodies retyped, and those inputs. A
+    carry a retyped body makes strong is made strong from the start (a ``convert`` of
+    its initial value), until the carry's types settle, as ``_trace_carried`` does."""
+    types = [a.type for a in inputs]
+    first = loop.n_consts
+    while True:
+        if isinstance(loop, While):
+            new = dataclasses.replace(loop, cond=_retyped(loop.cond, types),
+                                      body=_retyped(loop.body, types))
+            n_carry = len(types) - first
+        else:
+            c = loop.n_consts + loop.n_carry
+            sliced = [TensorType(t.shape[1:], t.dtype, t.weak) for t in types[c:]]
+            new = dataclasses.replace(loop, body=_retyped(loop.body, types[:c] + sliced))
+            n_carry = loop.n_carry
+        after = [v.type for v in new.body.outputs[:n_carry]]
+        if after == types[first:first + n_carry]:
+            break
+        types = types[:first] + after + types[first + n_carry:]
+    fitted = []
+    for a, t in zip(inputs, types, strict=True):
+        if a.type != t:
+            node = Node("convert", (a,), {"dtype": t.dtype}, Value(t), loc)
+            emit(node)
+            a = node.out
+        fitted.append(a)
+    return new, tuple(fitted)

@@ -31,6 +31,7 @@ from ..ir.registry import REGISTRY
 from .core import bind, current
 from .creation import has_tracer, traced_array
 from .indexing import expand_key
+from .loops import refuse_outer_write
 from .numpy_api import aval, implements, inplace, is_int, ravel, slice_attrs
 from .tracer import Tracer, derive
 
@@ -55,6 +56,7 @@ def destination(x, what: str) -> Tracer:
         raise InPlaceArgumentError(
             f"{what} writes into a NumPy array that is not an argument of the jitted "
             "function: the write would happen once, while tracing, not on every call")
+    refuse_outer_write(x)
     if x._readonly:
         raise ReadOnlyDestination("assignment destination is read-only (a broadcast view: "
                                   "np.broadcast_to returns a read-only view in NumPy)")
