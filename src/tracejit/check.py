@@ -120,11 +120,6 @@ def _npz_key(name: str) -> str:
 
 
 def _host_array(x) -> np.ndarray:
-    if isinstance(x, tuple):  # a loop's results (ir/loop_ops.py): one object array of them
-        out = np.empty(len(x), object)
-        for i, item in enumerate(x):
-            out[i] = _host_array(item)
-        return out
     return np.asarray(targets.to_host(x) if targets.device_of(x) is not None else x)
 
 
@@ -396,9 +391,6 @@ def _tolerance(v: Value, producers: dict[Value, Node], env: dict, exactly: bool,
             a, b = n.inputs
             terms = a.type.shape[-1] if a.type.ndim else 1
             scale = max(scale, terms * _magnitude(env[a]) * _magnitude(env[b]), out)
-        elif n.op == "loop_output":  # each step's rounding, carried on: steps x size
-            loop = producers[n.inputs[0]].attrs["loop"] if n.inputs[0] in producers else None
-            scale = max(scale, getattr(loop, "length", 1) * out)
         elif n.op in ACCUMULATING:
             x = n.inputs[-1] if n.op == "scatter_add" else n.inputs[0]
             terms = max(1, x.type.size // max(1, n.out.type.size))
