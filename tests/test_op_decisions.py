@@ -7,7 +7,7 @@ calls a library (CuPy, cuBLAS), or leaves it to the host, where the placement pa
 on the CPU. A missing template silently becomes a library call or a host step, so this
 file writes each backend's decision down, one row per op, per sample dtype, with the
 reason, and checks the rows against the backends' own ``fusible`` and
-``library.supported``. A new op fails ``test_every_op_has_a_decision`` until it has a row.
+``supports`` (fusible or a library step). A new op fails ``test_every_op_has_a_decision`` until it has a row.
 
 Sample dtypes are NumPy's character codes: ``?`` bool, ``i`` int32, ``l`` int64, ``f``
 float32, ``d`` float64. Elementwise samples take every operand in the sample dtype (the
@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from tracejit.backends.cpu.codegen import fusible as cpu_fusible
-from tracejit.backends.cuda import library
+from tracejit.backends.cuda import supports as cuda_supports
 from tracejit.backends.cuda.codegen import fusible as cuda_fusible
 from tracejit.ir import REGISTRY, Graph, Kind, Node, Value
 from tracejit.ir.loop_ops import Scan, While
@@ -145,12 +145,12 @@ DECISIONS: dict[str, Row] = {
     "transfer": Row(L, H, why="a copy between devices that the runner makes; placement "
                               "inserts it after deciding where every other node runs"),
     # ------------------------------------------------------------ loops
-    **{op: Row(L, H, why="a loop is a step of the runner, never inside a kernel: the step "
-                         "runs its body graph once per iteration (the registry's "
-                         "implementation interprets it with NumPy); on CUDA placement keeps "
-                         "it on the host")
+    **{op: Row(L, L, why="a loop is a step of the runner, never inside a kernel: the step "
+                         "runs its body graph, compiled by the same backend, once per "
+                         "iteration; on CUDA its body's kernels run on the device (placement "
+                         "keeps it on the host only when a body op is unsupported there)")
        for op in ("scan", "while_loop")},
-    "loop_output": Row(L, H, why="picks one result of a loop's tuple (no computation): the "
+    "loop_output": Row(L, L, why="picks one result of a loop's tuple (no computation): the "
                                  "runner's, where the loop ran"),
     # ------------------------------------------------------------ effects
     "random": Row(L, H, why="a call of NumPy's generator when the graph runs (an effect, "
@@ -256,7 +256,7 @@ def decided(backend: str, node: Node | None) -> str:
         return NO
     if backend == "cpu":
         return K if cpu_fusible(node) else L
-    return K if cuda_fusible(node) else L if library.supported(node) else H
+    return K if cuda_fusible(node) else L if cuda_supports(node) else H
 
 
 def test_every_op_has_a_decision():
