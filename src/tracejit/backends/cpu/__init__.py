@@ -101,14 +101,15 @@ def _later(graph: Graph, faster: bool) -> Future[Runner] | None:
 
 
 def _runner(graph: Graph, profile: bool, compiled: tuple[list, DiskCacheInfo] | None,
-            later: bool = False) -> Runner:
+            later: bool = False, in_loop: bool = False) -> Runner:
     """The runner of ``graph`` (its ``later`` runner: see ``codegen.partition``), binding
     ``compiled`` (the kernels and their disk-cache entry) when a runner of the same graph
-    made them already, else compiling or loading them. With ``profile`` it calls
+    made them already, else compiling or loading them; ``in_loop``: of a loop's body graph
+    (``loops.py``). With ``profile`` it calls
     ``record(step, seconds)`` from its namespace after each step."""
     from .codegen import generate
 
-    code = generate(graph, profile, later)
+    code = generate(graph, profile, later, in_loop)
     locations = code.namespace["locations"]
 
     def located(e: Exception, step: int):

@@ -17,7 +17,7 @@ Python so a user can read what runs; ``run`` is the single entry point.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ...config import config
 from ...ir import Graph, Node, Value
@@ -27,18 +27,20 @@ from ...passes.contract import SMALL_K, split_skinny_matmuls
 from ...passes.fusion import Kernel, fuse
 from ...profiler import StepInfo
 from .emitter import LoopEmitter, Module
+from .loops import LOOP_OPS, compiled_loop
 from .ops import NUMBA
 
 
-def fusible(node: Node) -> bool:
+def fusible(node: Node, scalars: bool = False) -> bool:
     """Whether the CPU backend computes ``node`` in a loop kernel; otherwise it runs as a
     NumPy library step. Reductions fuse when the Numba language computes their monoid's
     combining op (the registry's ``OpDef.monoid``), elementwise ops when it has a template
-    for their loop dtypes."""
+    for their loop dtypes. ``scalars``: 0-d arithmetic fuses too (in a loop body, where
+    it runs once per step and the compiled loop needs every step to be a kernel)."""
     if not all(NUMBA.supports(v.type.dtype) for v in (*node.inputs, node.out)):
         return False
     monoid = REGISTRY[node.op].monoid
-    if node.out.type.ndim == 0 and monoid is None:
+    if node.out.type.ndim == 0 and monoid is None and not scalars:
         return False  # scalar arithmetic: NumPy takes a microsecond, a compile 0.2 s
     if node.op == "matmul":
         a, b = (v.type for v in node.inputs)
@@ -69,21 +71,27 @@ class Generated:
     kernel_names: list[str]
     title: str
     notes: list[str]
+    loops: list = field(default_factory=list)  # the CompiledLoop of each loop step
 
     @property
     def source(self) -> str:
         parts = [self.title]
         for note, text in zip(self.notes, self.kernels, strict=True):
             parts += [note, text]
-        return "\n".join([*parts, self.runner])
+        return "\n".join([*parts, self.runner, *(loop.source for loop in self.loops)])
 
 
-def partition(graph: Graph, later: bool = False) -> tuple[Graph, list[Kernel]]:
+def partition(graph: Graph, later: bool = False,
+              in_loop: bool = False) -> tuple[Graph, list[Kernel]]:
     """The steps ``graph`` runs as, in order: the graph after this generator's own rewrite
     (skinny matmuls split into products) and one fusion ``Kernel`` per loop kernel or
     library call (``check=True`` runs them one at a time). ``later``: the steps of the
-    runner compiled after the first (see ``worth_compiling``)."""
+    runner compiled after the first (see ``worth_compiling``). ``in_loop``: a loop's
+    body graph (``loops.py``), run once per step: every loop kernel is worth compiling there,
+    0-d arithmetic included."""
     graph = split_skinny_matmuls(graph)
+    if in_loop:
+        return graph, fuse(graph, lambda n: fusible(n, scalars=True))
     kernels = fuse(graph, fusible)
     numpy_calls = {n for k in kernels if k.kind == "loop" and not worth_compiling(k, later)
                    for n in k.nodes}
@@ -124,11 +132,12 @@ def _exact(node: Node) -> bool:
     return REGISTRY[node.op].exactness == Exactness.EXACT
 
 
-def generate(graph: Graph, profile: bool = False, later: bool = False) -> Generated:
-    """The generated code (of the ``later`` runner: see ``partition``). With ``profile``
-    the runner times every step and calls ``record(step, seconds)``;
-    ``namespace["steps"]`` describes the steps."""
-    graph, kernels = partition(graph, later)
+def generate(graph: Graph, profile: bool = False, later: bool = False,
+             in_loop: bool = False) -> Generated:
+    """The generated code (of the ``later`` runner, or of a loop body, ``in_loop``: see
+    ``partition``). With ``profile`` the runner times every step and calls
+    ``record(step, seconds)``; ``namespace["steps"]`` describes the steps."""
+    graph, kernels = partition(graph, later, in_loop)
     mod = Module(graph)
     mod.views = _kernel_views(graph, kernels)
     in_place = _updates_in_place(graph, kernels)
@@ -167,8 +176,10 @@ def generate(graph: Graph, profile: bool = False, later: bool = False) -> Genera
                  k.nodes[0].loc, sum(_nbytes(v) for v in k.inputs + k.outputs))
         for i, k in enumerate(kernels)
     ]
+    loops = [mod.namespace[f"lib{i}"] for i, k in enumerate(kernels)
+             if k.kind == "library" and k.nodes[0].op in LOOP_OPS]
     return Generated(mod.kernels, "\n".join(runner) + "\n", mod.namespace, mod.kernel_names,
-                     f"# tracejit CPU backend: {graph.name}\n", mod.notes)
+                     f"# tracejit CPU backend: {graph.name}\n", mod.notes, loops)
 
 
 def _kernel_views(graph: Graph, kernels: list[Kernel]) -> dict[Value, Node]:
@@ -245,12 +256,15 @@ def _emit_library(mod: Module, k: int, node: Node, body: list[str], where: str,
                   kernel_input: bool, in_place: bool = False) -> None:
     fn = f"lib{k}"
     impl = _IN_PLACE[node.op] if in_place else REGISTRY[node.op].impl
-    # a ufunc without attributes is called directly: a tiny step costs ~0.5 us either way
-    mod.namespace[fn] = impl if not node.attrs else (
-        lambda impl, attrs: lambda *a: impl(*a, **attrs))(impl, node.attrs)
+    if node.op in LOOP_OPS:  # its body compiled by this backend, run by a driver
+        mod.namespace[fn] = compiled_loop(node.attrs["loop"])
+    else:  # a ufunc without attributes is called directly: a tiny step costs ~0.5 us
+        mod.namespace[fn] = impl if not node.attrs else (
+            lambda impl, attrs: lambda *a: impl(*a, **attrs))(impl, node.attrs)
     call = f"{fn}({', '.join(mod.name(v) for v in node.inputs)})"
     out = node.out.type
     if kernel_input:  # kernels read C-contiguous arrays of exactly the IR's type
         call = f"operand({call}, {NUMBA.dtype_name(out.dtype)}, {out.shape})"
-    what = f"{node.op} in place" if in_place else node.op
+    what = f"{node.op} in place" if in_place else \
+        f"{node.op}, compiled (see below)" if node.op in LOOP_OPS else node.op
     body.append(f"step = {k}; {mod.name(node.out)} = {call}  # {what}, {where}")

@@ -1,0 +1,248 @@
+"""A whole loop as one compiled C function: the time loop around the body's kernels.
+
+Used when every step of the body (and a while loop's condition) is a loop kernel of this
+backend. Each body kernel is emitted as for any graph (``LoopEmitter``), then its loop
+nest becomes a Numba function of the driver module, called once per step by the driver's
+``cfunc``: where the kernel read its arguments from the argument tuple (``arg(args, j,
+T)``), it reads the driver's arrays at a run-time offset (``loop_abi.at``), so that each
+step finds its slice and its carry without any Python:
+
+- consts, constants and scratch values (a kernel's output another kernel reads) at 0;
+- each ``x`` at its step's slice ``t * size``, each ``y`` written directly into its slice
+  of the stacked output;
+- each carry in a buffer of two halves, read from half ``rd = s & 1`` at step ``s`` and
+  written to the other (``wr``): a kernel may read the old carry whole (``h @ W``) while
+  it writes the new one, and no step copies the carry. A body output that no kernel of
+  the step wrote into its place (a carry passed through, a swap, an input stacked as a
+  ``y``) is copied there at the end of the step.
+
+The driver module names no graph and holds no constant, so it is cached like a kernel:
+by its source, in the process and on disk (``kernels.py``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from ...ir import Graph, Value
+from ...ir.loop_ops import Scan, While
+from ...ir.types import TensorType
+from .ops import NUMBA
+
+_ARG = re.compile(r"arg\(args, (\d+), ([\w.]+)\)")
+_DIM = re.compile(r"dim\(args, (\d+), 0\)")
+_STEP = "(args, rd, wr, t)"  # each generated function's parameters
+
+
+class Unfusable(Exception):
+    """The loop has a step the fused driver cannot run (the Python driver runs it)."""
+
+
+class _Plan:
+    """The driver's arrays (``slots``: a value's array and offset expression) and code."""
+
+    def __init__(self, loop: Scan | While):
+        self.loop = loop
+        self.arrays: list[tuple[str, object]] = []  # (kind, detail) of each tuple entry
+        self.where: dict[Value, tuple[int, str]] = {}
+        self.functions: list[str] = []
+        self.calls: list[tuple[int, str]] = []  # (graph, function) run each step, in order
+        self.imports: list[str] = []
+        self.fixed: list[np.ndarray] = []  # constants the kernels read as arrays
+
+    def add(self, kind: str, detail) -> int:
+        self.arrays.append((kind, detail))
+        return len(self.arrays) - 1
+
+    def fix(self, array: np.ndarray) -> tuple[int, str]:
+        self.fixed.append(array)
+        return self.add("fixed", len(self.fixed) - 1), "0"
+
+    def locate(self, v: Value, mod) -> tuple[int, str]:
+        if v not in self.where:
+            if v in mod.consts:
+                self.where[v] = self.fix(np.asarray(mod.consts[v], v.type.dtype, order="C"))
+            else:
+                raise Unfusable(f"{v} has no place")
+        return self.where[v]
+
+
+def _size(t: TensorType) -> int:
+    return math.prod(t.shape)
+
+
+def _plan(loop: Scan | While) -> _Plan:
+    plan = _Plan(loop)
+    scan = isinstance(loop, Scan)
+    n_carry = loop.n_carry if scan else len(loop.body.outputs)
+    carry_types = [v.type for v in loop.body.outputs[:n_carry]]
+    consts = [plan.add("const", i) for i in range(loop.n_consts)]
+    carries = [plan.add("carry", i) for i in range(n_carry)]
+    xs = [plan.add("xs", i) for i in range(loop.n_xs)] if scan else []
+    ys = [plan.add("ys", i) for i in range(len(loop.y_types))] if scan else []
+    graphs = [loop.body] if scan else [loop.cond, loop.body]
+    for g, graph in enumerate(graphs):
+        inputs = [(j, "0") for j in consts]
+        inputs += [(j, f"rd * {_size(t)}") for j, t in zip(carries, carry_types, strict=True)]
+        inputs += [(j, f"t * {_size(v.type)}")
+                   for j, v in zip(xs, graph.inputs[len(inputs):], strict=True)]
+        dests = [(j, f"wr * {_size(t)}") for j, t in zip(carries, carry_types, strict=True)]
+        if scan:
+            dests += [(j, f"t * {_size(t)}") for j, t in zip(ys, loop.y_types, strict=True)]
+        _graph(plan, g, graph, inputs, dests if graph is loop.body else [])
+    return plan
+
+
+def _graph(plan: _Plan, g: int, graph: Graph, inputs: list, dests: list) -> None:
+    """Emit ``graph``'s kernels as functions ``g<g>_<k>``, reading ``inputs`` (a place per
+    graph input) and leaving its outputs at ``dests`` (none for a condition)."""
+    from .codegen import _kernel_views, partition
+    from .emitter import LoopEmitter, Module
+
+    part, kernels = partition(graph, in_loop=True)
+    mod = Module(part)
+    mod.views = _kernel_views(part, kernels)
+    kernels = [k for k in kernels if not (k.kind == "library" and k.nodes[0].out in mod.views)]
+    if any(k.kind != "loop" for k in kernels):
+        raise Unfusable("a library step")
+    plan.where.update(zip(part.inputs, inputs, strict=True))
+    first_dest = {}
+    for v, dest in zip(part.outputs, dests, strict=True):
+        first_dest.setdefault(v, dest)
+    by_name = {}
+    for k, kern in enumerate(kernels):
+        for v in kern.outputs:
+            if v not in plan.where:
+                plan.where[v] = first_dest.get(v) or (plan.add("scratch", v.type), "0")
+        em = LoopEmitter(mod, k, kern, "")
+        em.emit([])
+        by_name.update({name: v for v, name in mod.names.items()})
+        if em.parallel or any("np.full" in line or "_blocks" in line for line in em.pre):
+            raise Unfusable("a kernel with partial results")
+        places = [_place(plan, mod, by_name, call) for call in em.call]
+        head, body = mod.kernels[-1].split("def kernel(args):\n")
+        plan.imports += [line for line in head.splitlines() if line.startswith(("import", "from"))]
+        body = _ARG.sub(lambda m, places=places: "at(args, {0}, {2}, {1})".format(
+            *places[int(m[1])], m[2]), body)
+        body = _DIM.sub(f"U({em.shape[0]})", body)
+        plan.functions.append(f"@njit(inline='always')\ndef g{g}_{k}{_STEP}:\n{body}")
+        plan.calls.append((g, f"g{g}_{k}"))
+    copies = [f"    # step {g}: the outputs no kernel wrote in place"]
+    for v, dest in zip(part.outputs, dests, strict=True):
+        src = plan.locate(v, mod)
+        if src == dest or _size(v.type) == 0:
+            continue
+        T = NUMBA.dtype_name(v.type.dtype)
+        copies += [f"    d = carray(at(args, {dest[0]}, {T}, {dest[1]}), ({_size(v.type)},))",
+                   f"    s = carray(at(args, {src[0]}, {T}, {src[1]}), ({_size(v.type)},))",
+                   f"    for i in range({_size(v.type)}):", "        d[i] = s[i]"]
+    if len(copies) > 1:
+        plan.functions.append(f"@njit(inline='always')\ndef g{g}_copies{_STEP}:\n"
+                              + "\n".join(copies) + "\n")
+        plan.calls.append((g, f"g{g}_copies"))
+    if not dests:  # a condition: its value, read where it lies
+        j, off = plan.locate(part.outputs[0], mod)
+        plan.functions.append(f"@njit(inline='always')\ndef g{g}_value{_STEP}:\n"
+                              f"    return at(args, {j}, np.uint8, {off})[0] != 0\n")
+
+
+def _place(plan: _Plan, mod, by_name: dict, call: str) -> tuple[int, str]:
+    """Where the kernel argument the runner would pass as ``call`` lies in the driver."""
+    m = re.fullmatch(r"np\.asarray\((\w+), [\w.]+\)", call)
+    name = m[1] if m else call
+    if name in by_name:
+        return plan.locate(by_name[name], mod)
+    if name.endswith("_0d") and name in mod.namespace:
+        return plan.fix(np.asarray(mod.namespace[name], order="C"))
+    raise Unfusable(f"an argument {call}")
+
+
+def _driver(plan: _Plan) -> str:
+    """The driver module: the kernels' functions and the ``cfunc`` running the steps."""
+    loop = plan.loop
+    calls = [(g, f"{name}(args, rd, wr, t)") for g, name in plan.calls]
+    imports = list(dict.fromkeys(plan.imports + [
+        "from numba import njit", "from tracejit.backends.cpu.loop_abi import at"]))
+    head = [f"# tracejit CPU loop driver: {loop!r}", *imports, "", ""]
+    src = ["@cfunc(types.void(types.int64), error_model='numpy')", "def kernel(args):"]
+    if isinstance(loop, Scan):
+        src += [f"    for s in range({loop.length}):",
+                f"        t = {loop.length - 1} - s" if loop.reverse else "        t = s",
+                "        rd = s & 1  # the carry's half read this step; the other is written",
+                "        wr = 1 - rd"]
+        src += [f"        {c}" for _, c in calls]
+    else:
+        steps_at = len(plan.arrays) - 1
+        cond = [c for g, c in calls if g == 0]
+        body = [c for g, c in calls if g == 1]
+        src += ["    s = 0", "    t = 0", "    while True:",
+                "        rd = s & 1  # the carry's half read this step; the other is written",
+                "        wr = 1 - rd"]
+        src += [f"        {c}" for c in cond]
+        src += ["        if not g0_value(args, rd, wr, t):", "            break"]
+        src += [f"        {c}" for c in body]
+        src += ["        s += 1", f"    at(args, {steps_at}, np.int64, 0)[0] = s"]
+    return "\n".join(head + plan.functions + [""] + src) + "\n"
+
+
+def source(loop: Scan | While) -> str | None:
+    """The fused driver's source, None where the loop has a step it cannot run."""
+    try:
+        plan = _plan(loop)
+    except Unfusable:
+        return None
+    if isinstance(loop, While):
+        plan.add("steps", None)
+    return _driver(plan)
+
+
+def build(loop: Scan | While):
+    """The loop's function ``run(*consts, *init, *xs) -> results``, running the fused
+    driver; None where the loop has a step it cannot run."""
+    from . import kernels as store
+
+    try:
+        plan = _plan(loop)
+    except Unfusable:
+        return None
+    if isinstance(loop, While):
+        plan.add("steps", None)
+    (kernel,), _ = store.get([_driver(plan)])
+    return _runner(plan, kernel)
+
+
+def _runner(plan: _Plan, kernel):
+    loop = plan.loop
+    scan = isinstance(loop, Scan)
+    n_carry = loop.n_carry if scan else len(loop.body.outputs)
+    nc = loop.n_consts
+    inputs = [v.type for v in loop.body.inputs]
+    carry_types = [v.type for v in loop.body.outputs[:n_carry]]
+    x_types = [TensorType((loop.length, *t.shape), t.dtype) for t in inputs[nc + n_carry:]] \
+        if scan else []
+    y_types = [TensorType((loop.length, *t.shape), t.dtype) for t in loop.y_types] \
+        if scan else []
+    fixed = plan.fixed
+
+    def run(*args):
+        carry = [np.empty((2, *t.shape), t.dtype) for t in carry_types]
+        for buf, init in zip(carry, args[nc:nc + n_carry], strict=True):
+            buf[0] = init
+        made = {"carry": carry,
+                "const": [np.asarray(a, t.dtype, order="C")
+                          for a, t in zip(args[:nc], inputs[:nc], strict=True)],
+                "xs": [np.asarray(a, t.dtype, order="C")
+                       for a, t in zip(args[nc + n_carry:], x_types, strict=True)],
+                "ys": [np.empty(t.shape, t.dtype) for t in y_types]}
+        steps = np.zeros(1, np.int64)
+        arrays = tuple(made[kind][i] if kind in made else fixed[i] if kind == "fixed" else
+                       steps if kind == "steps" else np.empty(i.shape, i.dtype)
+                       for kind, i in plan.arrays)
+        kernel(id(arrays))
+        half = (loop.length if scan else int(steps[0])) & 1
+        return tuple(buf[half, ...] for buf in carry) + tuple(made["ys"])
+
+    return run

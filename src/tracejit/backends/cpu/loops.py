@@ -1,0 +1,139 @@
+"""Loops on the CPU backend: each body graph compiled like any graph, the steps run by a
+driver instead of the registry's NumPy interpreter.
+
+A ``scan`` or ``while_loop`` node is a library step of its graph's runner whose function
+is a :class:`CompiledLoop`. On its first call it compiles its body (and condition)
+graphs with this backend's own partition, fusion and kernels (``codegen.generate`` with
+``in_loop``: every loop kernel compiled, 0-d arithmetic included, since each runs once per
+step) and then runs one of two drivers:
+
+- *fused* (``fused.py``): when every step of the body is a loop kernel, the whole loop is
+  one compiled C function, its time loop around the body's kernels, the carry in two
+  preallocated buffers it alternates between, each ``y`` slice written into the stacked
+  output in place (no Python per step);
+- *python*: otherwise (library steps such as a BLAS matmul, a nested loop), a generated
+  Python loop calling the body's runner once per step, writing each ``y`` into the
+  stacked output (a few microseconds per step beyond the body's own steps).
+
+Body kernels are kernels like any other: compiled once per process and kept in the disk
+cache by their source; the fused driver is one more kernel, cached the same way.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+
+import numpy as np
+
+from ...ir.loop_ops import Scan, While
+
+LOOP_OPS = frozenset({"scan", "while_loop"})
+
+_loops: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Scan/While -> CompiledLoop
+_lock = threading.Lock()
+
+
+def compiled_loop(loop: Scan | While) -> CompiledLoop:
+    """The one ``CompiledLoop`` of ``loop`` (a loop node's attribute) in this process."""
+    with _lock:
+        found = _loops.get(loop)
+        if found is None:
+            found = _loops[loop] = CompiledLoop(loop)
+        return found
+
+
+class CompiledLoop:
+    """A loop node's step: ``self(*consts, *init, *xs)`` returns the loop's results (the
+    final carry, then the stacked ys), compiling its body on the first call."""
+
+    def __init__(self, loop: Scan | While):
+        self.loop = loop
+        self._run = None
+        self._lock = threading.Lock()
+        self.driver = ""  # which driver runs it, once compiled: "fused" or "python"
+
+    def __call__(self, *args):
+        run = self._run
+        if run is None:
+            run = self._compile()
+        return run(*args)
+
+    def _compile(self):
+        with self._lock:
+            if self._run is None:
+                self._run, self.driver = self._build()
+            return self._run
+
+    def _build(self):
+        from . import fused
+
+        run = fused.build(self.loop)
+        if run is not None:
+            return run, "fused"
+        return _python_driver(self.loop), "python"
+
+    @property
+    def source(self) -> str:
+        """The driver and the body's generated code, as ``lower().source`` shows them."""
+        from . import fused
+        from .codegen import generate
+
+        loop = self.loop
+        graphs = [("body", loop.body)] if isinstance(loop, Scan) else \
+            [("cond", loop.cond), ("body", loop.body)]
+        parts = [f"# ---- loop {loop!r}: its driver"]
+        text = fused.source(loop)
+        parts.append(text if text is not None else _python_source(loop))
+        for name, graph in graphs:
+            parts += [f"# ---- its {name} graph, compiled as a graph of its own",
+                      generate(graph, in_loop=True).source]
+        return "\n".join(parts)
+
+
+def _body_runner(graph):
+    from . import _runner
+
+    return _runner(graph, False, None, in_loop=True).fn
+
+
+def _python_source(loop: Scan | While) -> str:
+    """A Python loop calling the body's runner once per step (``body``, ``cond``)."""
+    if isinstance(loop, While):
+        consts = [f"k{i}" for i in range(loop.n_consts)]
+        carry = [f"c{i}" for i in range(len(loop.body.outputs))]
+        args = ", ".join(consts + carry)
+        return "\n".join([
+            "# driver: a Python loop over the body's runner",
+            f"def loop({args}):",
+            f"    while cond({args})[0]:",
+            f"        {', '.join(carry)}, = body({args})",
+            f"    return ({', '.join(carry)},)", ""])
+    consts = [f"k{i}" for i in range(loop.n_consts)]
+    carry = [f"c{i}" for i in range(loop.n_carry)]
+    xs = [f"x{i}" for i in range(loop.n_xs)]
+    ys = [f"y{i}" for i in range(len(loop.y_types))]
+    steps = f"range({loop.length} - 1, -1, -1)" if loop.reverse else f"range({loop.length})"
+    lines = ["# driver: a Python loop over the body's runner",
+             f"def loop({', '.join(consts + carry + xs)}):"]
+    lines += [f"    {y} = np.empty({(loop.length, *t.shape)}, np.dtype({t.dtype.str!r}))"
+              for y, t in zip(ys, loop.y_types, strict=True)]
+    outs = carry + [f"o{i}" for i in range(len(ys))]
+    lines.append(f"    for t in {steps}:")
+    if outs:
+        call = f"body({', '.join(consts + carry + [f'{x}[t]' for x in xs])})"
+        lines.append(f"        {', '.join(outs)}, = {call}")
+    else:
+        lines.append("        pass  # nothing carried, nothing stacked")
+    for i, y in enumerate(ys):
+        lines.append(f"        {y}[t] = o{i}")
+    lines.append(f"    return ({', '.join(carry + ys)}{',' if carry + ys else ''})")
+    return "\n".join(lines) + "\n"
+
+
+def _python_driver(loop: Scan | While):
+    namespace = {"np": np, "body": _body_runner(loop.body)}
+    if isinstance(loop, While):
+        namespace["cond"] = _body_runner(loop.cond)
+    exec(compile(_python_source(loop), f"<tracejit cpu loop {id(loop):x}>", "exec"), namespace)
+    return namespace["loop"]
