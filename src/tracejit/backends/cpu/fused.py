@@ -109,8 +109,9 @@ def _graph(plan: _Plan, g: int, graph: Graph, inputs: list, dests: list) -> None
     if any(k.kind != "loop" for k in kernels):
         raise Unfusable("a library step")
     plan.where.update(zip(part.inputs, inputs, strict=True))
+    outputs = list(zip(part.outputs, dests, strict=True)) if dests else []
     first_dest = {}
-    for v, dest in zip(part.outputs, dests, strict=True):
+    for v, dest in outputs:
         first_dest.setdefault(v, dest)
     by_name = {}
     for k, kern in enumerate(kernels):
@@ -131,7 +132,7 @@ def _graph(plan: _Plan, g: int, graph: Graph, inputs: list, dests: list) -> None
         plan.functions.append(f"@njit(inline='always')\ndef g{g}_{k}{_STEP}:\n{body}")
         plan.calls.append((g, f"g{g}_{k}"))
     copies = [f"    # step {g}: the outputs no kernel wrote in place"]
-    for v, dest in zip(part.outputs, dests, strict=True):
+    for v, dest in outputs:
         src = plan.locate(v, mod)
         if src == dest or _size(v.type) == 0:
             continue

@@ -21,12 +21,13 @@ cache by their source; the fused driver is one more kernel, cached the same way.
 
 from __future__ import annotations
 
+import math
 import threading
 import weakref
 
 import numpy as np
 
-from ...ir.loop_ops import Scan, While
+from ...ir.loop_ops import Scan, While, bodies
 
 LOOP_OPS = frozenset({"scan", "while_loop"})
 
@@ -80,8 +81,7 @@ class CompiledLoop:
         from .codegen import generate
 
         loop = self.loop
-        graphs = [("body", loop.body)] if isinstance(loop, Scan) else \
-            [("cond", loop.cond), ("body", loop.body)]
+        graphs = bodies_of(loop)
         parts = [f"# ---- loop {loop!r}: its driver"]
         text = fused.source(loop)
         parts.append(text if text is not None else _python_source(loop))
@@ -89,6 +89,12 @@ class CompiledLoop:
             parts += [f"# ---- its {name} graph, compiled as a graph of its own",
                       generate(graph, in_loop=True).source]
         return "\n".join(parts)
+
+
+def bodies_of(loop: Scan | While) -> list[tuple[str, object]]:
+    """The loop's graphs with their names, as ``loop_ops.bodies`` gives a node's."""
+    return [("body", loop.body)] if isinstance(loop, Scan) else \
+        [("cond", loop.cond), ("body", loop.body)]
 
 
 def _body_runner(graph):
@@ -136,4 +142,50 @@ def _python_driver(loop: Scan | While):
     if isinstance(loop, While):
         namespace["cond"] = _body_runner(loop.cond)
     exec(compile(_python_source(loop), f"<tracejit cpu loop {id(loop):x}>", "exec"), namespace)
-    return namespace["loop"]
+    run = namespace["loop"]
+    return _one_blas_thread(run) if _small_matmuls(loop) else run
+
+
+# A matmul of at most this many multiply-adds takes tens of microseconds on one core;
+# OpenBLAS still splits one of more than 2**18 among its threads, whose hand-off costs
+# as much as the work, and on a busy machine (threads waiting for a core) far more:
+# measured on 2 shared cores, the RNN gradient's 32x128 @ 128x128 products took 3-30 ms
+# each instead of 20 us, the whole gradient 218 ms instead of 62 ms.
+SMALL_MATMUL = 1 << 21
+
+
+def _small_matmuls(loop: Scan | While) -> bool:
+    """Whether the loop's bodies (nested ones included) multiply matrices, all small."""
+    found = []
+
+    def walk(graph) -> None:
+        for node in graph.nodes:
+            if node.op == "matmul":
+                a, b = (v.type.shape for v in node.inputs)
+                found.append(math.prod(a[:-1]) * a[-1] * (b[-1] if len(b) > 1 else 1))
+            for _, body in bodies(node):
+                walk(body)
+
+    for _, graph in bodies_of(loop):
+        walk(graph)
+    return bool(found) and max(found) <= SMALL_MATMUL
+
+
+def _one_blas_thread(run):
+    """``run`` with OpenBLAS on one thread while it runs (see ``SMALL_MATMUL``)."""
+    from . import blas
+
+    threads = blas._openblas()
+    if threads is None:
+        return run
+    set_threads, get_threads = threads
+
+    def one_thread(*args):
+        saved = get_threads()
+        set_threads(1)
+        try:
+            return run(*args)
+        finally:
+            set_threads(saved)
+
+    return one_thread

@@ -1,0 +1,218 @@
+"""Loops on the CPU backend: a vanilla RNN's forward pass and gradient, and per-step overhead.
+
+    python bench/bench_loops.py            # print the tables
+    python bench/bench_loops.py --write    # also write bench/results/loops-<date>-cpu.md
+
+RNN: ``h = tanh(h @ W + x_t)`` over 200 steps, batch 32, hidden 128, float32; the loss is
+the mean squared hidden state over all steps. tracejit runs ``tracejit.lax.scan`` under
+``jit`` (forward) and ``jit(value_and_grad)`` (gradient with respect to ``W``); the peers
+are JAX (``jax.lax.scan``, ``jax.jit(jax.value_and_grad)``) and a NumPy loop with
+hand-written backpropagation through time, in the same process. Overhead: a 10,000-step
+scalar recurrence ``x = a*x + b`` and the same on 300 elements, where the time per step is
+almost all loop overhead; tracejit's fused driver (the whole loop one compiled function)
+against its Python driver (the body's compiled runner called once per step), the
+reference backend (the body interpreted with NumPy per step), JAX and plain Python.
+Times are the best of several repeats after a warm-up call (``bench_cpu.timeit``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+from bench_cpu import jax, machine_line, table, timeit
+
+import tracejit as tj
+from tracejit import lax
+from tracejit.backends.cpu import fused
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+T, B, H = 200, 32, 128
+
+
+def rnn_inputs():
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((H, H)) / np.sqrt(H)).astype(np.float32)
+    h0 = np.zeros((B, H), np.float32)
+    xs = rng.standard_normal((T, B, H)).astype(np.float32)
+    return w, h0, xs
+
+
+def rnn_loss(w, h0, xs):
+    def step(h, x):
+        h = np.tanh(h @ w + x)
+        return h, h
+
+    _, hs = lax.scan(step, h0, xs)
+    return (hs * hs).mean()
+
+
+def numpy_forward(w, h0, xs):
+    h, total = h0, np.float32(0)
+    for t in range(len(xs)):
+        h = np.tanh(h @ w + xs[t])
+        total += (h * h).sum()
+    return total / np.float32(xs.size)
+
+
+def numpy_value_and_grad(w, h0, xs):
+    """Backpropagation through time by hand: store every h, walk back."""
+    hs = np.empty((len(xs) + 1, *h0.shape), h0.dtype)
+    hs[0] = h0
+    for t in range(len(xs)):
+        hs[t + 1] = np.tanh(hs[t] @ w + xs[t])
+    scale = np.float32(2 / xs.size)
+    loss = (hs[1:] * hs[1:]).sum() / np.float32(xs.size)
+    dw, dh = np.zeros_like(w), np.zeros_like(h0)
+    for t in range(len(xs) - 1, -1, -1):
+        dh = dh + scale * hs[t + 1]  # d loss / d h_t, from the loss and from step t + 1
+        da = dh * (1 - hs[t + 1] * hs[t + 1])
+        dw += hs[t].T @ da
+        dh = da @ w.T
+    return loss, dw
+
+
+def jax_rnn():
+    jnp = jax.numpy
+
+    def loss(w, h0, xs):
+        def step(h, x):
+            h = jnp.tanh(h @ w + x)
+            return h, h
+
+        _, hs = jax.lax.scan(step, h0, xs)
+        return (hs * hs).mean()
+
+    fwd, vg = jax.jit(loss), jax.jit(jax.value_and_grad(loss))
+    return (lambda *a: jax.block_until_ready(fwd(*a)),
+            lambda *a: jax.block_until_ready(vg(*a)))
+
+
+def without_fusing(fn, *args):
+    """``fn`` jitted with its loops run by the Python driver (the fused one turned off
+    while it compiles): the baseline the fused driver is measured against."""
+    jf = tj.jit(fn)
+    build = fused.build
+    fused.build = lambda loop: None
+    try:
+        jf(*args)  # compiles, binding the Python driver
+    finally:
+        fused.build = build
+    return jf
+
+
+def recurrence(x0, a, b):
+    return lax.scan(lambda x, _: (a * x + b, None), x0, None, length=10_000)[0]
+
+
+def jax_recurrence():
+    def f(x0, a, b):
+        return jax.lax.scan(lambda x, _: (a * x + b, None), x0, None, length=10_000)[0]
+
+    jf = jax.jit(f)
+    return lambda *a: jax.block_until_ready(jf(*a))
+
+
+def python_recurrence(x0, a, b):
+    x = x0
+    for _ in range(10_000):
+        x = a * x + b
+    return x
+
+
+_FIRST = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, {here!r})
+    t0 = time.perf_counter()
+    import numpy as np, tracejit as tj
+    from bench_loops import rnn_inputs, rnn_loss
+    w, h0, xs = rnn_inputs()
+    tj.jit(tj.value_and_grad(rnn_loss))(w, h0, xs)
+    print(time.perf_counter() - t0)
+""")
+
+
+def first_calls() -> tuple[float, float]:
+    """The gradient's first call in a fresh process, imports included: cold (empty disk
+    cache), then warm (its kernels and loop drivers on disk)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "TRACEJIT_CACHE_DIR": cache}
+        code = _FIRST.format(here=HERE)
+        return tuple(float(subprocess.run([sys.executable, "-c", code], env=env, text=True,
+                                          capture_output=True, check=True).stdout)
+                     for _ in range(2))
+
+
+def check_rnn(w, h0, xs, vg) -> str:
+    loss, dw = vg(w, h0, xs)
+    want_loss, want_dw = numpy_value_and_grad(w.astype(np.float64), h0.astype(np.float64),
+                                              xs.astype(np.float64))
+    err = np.abs(dw - want_dw).max() / np.abs(want_dw).max()
+    return f"loss {float(loss):.6f} (float64 NumPy: {want_loss:.6f}), max |dW| error {err:.1e}"
+
+
+def per_step_table(title: str, results: dict) -> str:
+    """Like ``bench_cpu.table``, per step: a call's time divided by its 10,000 steps."""
+    base = results["tracejit"]
+    lines = [f"### {title}", "", "| implementation | per step | its time / tracejit's |",
+             "|---|---|---|"]
+    for name, t in results.items():
+        lines.append(f"| {name} | not installed | |" if t is None else
+                     f"| {name} | {t / 10_000 * 1e9:,.1f} ns | {t / base:.1f}x |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--write", action="store_true", help="write bench/results/loops-*.md")
+    args = parser.parse_args()
+    w, h0, xs = rnn_inputs()
+    fwd, vg = tj.jit(rnn_loss), tj.jit(tj.value_and_grad(rnn_loss))
+    jfwd, jvg = jax_rnn() if jax else (None, None)
+    forward = {"tracejit": timeit(fwd, w, h0, xs, number=10),
+               "reference backend (NumPy body per step)":
+                   timeit(tj.jit(rnn_loss, backend="reference"), w, h0, xs, number=3, repeat=3),
+               "JAX lax.scan": timeit(jfwd, w, h0, xs, number=10) if jax else None,
+               "NumPy loop": timeit(numpy_forward, w, h0, xs, number=10)}
+    grad = {"tracejit": timeit(vg, w, h0, xs, number=5),
+            "JAX value_and_grad(lax.scan)": timeit(jvg, w, h0, xs, number=5) if jax else None,
+            "NumPy loop, hand-written backprop": timeit(numpy_value_and_grad, w, h0, xs,
+                                                        number=5)}
+    cold, warm = first_calls()
+    scalars = (np.float64(1.0), np.float64(0.5), np.float64(0.25))
+    vectors = (np.ones(300), np.full(300, 0.5), np.full(300, 0.25))
+    overhead = {}
+    for label, a in (("scalar", scalars), ("300 elements", vectors)):
+        res = {"tracejit": timeit(tj.jit(recurrence), *a, number=20),
+               "tracejit, Python driver": timeit(without_fusing(recurrence, *a), *a, number=2),
+               "reference backend": timeit(tj.jit(recurrence, backend="reference"), *a,
+                                           number=1, repeat=3),
+               "JAX lax.scan": timeit(jax_recurrence(), *a, number=20) if jax else None,
+               "plain Python loop": timeit(python_recurrence, *a, number=2, repeat=3)}
+        overhead[label] = res
+    text = [f"# Loops on the CPU backend ({datetime.date.today()})", "", machine_line(), "",
+            table(f"RNN forward, h = tanh(h @ W + x_t), {T} steps, batch {B}, hidden {H}, "
+                  "float32", forward),
+            "", table("RNN value_and_grad (d loss / d W) of the mean squared hidden state",
+                      grad, check_rnn(w, h0, xs, vg)),
+            "", f"First call of the gradient in a fresh process (imports, trace, passes, "
+            f"compile or load, run): {cold:.2f} s cold, {warm:.2f} s with the disk cache warm."]
+    for label, res in overhead.items():
+        text += ["", per_step_table(f"10,000-step recurrence x = a*x + b, {label}", res)]
+    out = "\n".join(text) + "\n"
+    print(out)
+    if args.write:
+        path = os.path.join(HERE, "results", f"loops-{datetime.date.today()}-cpu.md")
+        with open(path, "w") as f:
+            f.write(out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,263 @@
+"""Loops on the CPU backend (``backends/cpu/loops.py``, ``fused.py``): compiled loops
+against the reference backend (the body interpreted with NumPy every step) and NumPy
+loops, on bodies the fused driver runs whole (loop kernels only) and bodies the Python
+driver runs (library steps, nested loops, reductions with partial results)."""
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit import lax
+from tracejit.backends.cpu import kernels, loops
+
+RNG = np.random.default_rng(7)
+FUSED = "tracejit CPU loop driver"  # the fused driver's header in lower().source
+PYTHON = "driver: a Python loop over the body's runner"
+
+
+def leaves(x):
+    return [y for item in x for y in leaves(item)] if isinstance(x, (tuple, list)) else [x]
+
+
+def check(fn, *args, want=None, rtol=1e-12, atol=1e-12):
+    """``fn`` on the CPU backend equals the reference backend (and ``want``, a NumPy
+    loop's result, where given), dtypes and shapes included; returns the CPU source."""
+    got = tj.jit(fn, backend="cpu")(*args)
+    ref = tj.jit(fn, backend="reference")(*args)
+    for g, r in zip(leaves(got), leaves(ref), strict=True):
+        g, r = np.asarray(g), np.asarray(r)
+        assert g.dtype == r.dtype and g.shape == r.shape
+        np.testing.assert_allclose(g, r, rtol=rtol, atol=atol)
+    if want is not None:
+        for g, w in zip(leaves(got), leaves(want), strict=True):
+            np.testing.assert_allclose(np.asarray(g), w, rtol=max(rtol, 1e-6), atol=1e-6)
+    return tj.jit(fn, backend="cpu").lower(*args).source
+
+
+def test_scalar_recurrence_runs_fused():
+    def f(x0, a, b):
+        return lax.scan(lambda x, _: (a * x + b, None), x0, None, length=1000)[0]
+
+    x = 1.0
+    for _ in range(1000):
+        x = 0.5 * x + 0.25
+    src = check(f, np.float64(1.0), np.float64(0.5), np.float64(0.25), want=x)
+    assert FUSED in src and PYTHON not in src
+    assert "for s in range(1000):" in src  # the time loop is inside the compiled function
+
+
+def test_the_compiled_loop_is_the_step_that_runs():
+    def f(x0, a):
+        return lax.scan(lambda x, _: (a * x + 1.0, None), x0, None, length=10)[0]
+
+    jf = tj.jit(f, backend="cpu")
+    jf(np.ones(5), np.float64(0.5))
+    ran = [c for c in loops._loops.values() if c.driver == "fused"]
+    assert ran and all(isinstance(c, loops.CompiledLoop) for c in ran)
+    assert "scan, compiled" in jf.lower(np.ones(5), np.float64(0.5)).source
+
+
+def test_the_fused_driver_is_a_kernel_cached_by_its_source():
+    def body(c, x):
+        return c * 0.25 + x * x, c
+
+    def f(c0, xs):
+        return lax.scan(body, c0, xs)
+
+    def g(c0, xs):  # another function, the same loop: the same driver source
+        return lax.scan(lambda c, x: (c * 0.25 + x * x, c), c0, xs)
+
+    args = (np.ones(17), RNG.standard_normal((9, 17)))
+    before = kernels.stats()
+    tj.jit(f, backend="cpu")(*args)
+    middle = kernels.stats()
+    tj.jit(g, backend="cpu")(*args)
+    after = kernels.stats()
+    assert middle.compiled + middle.loaded > before.compiled + before.loaded
+    assert (after.compiled, after.loaded) == (middle.compiled, middle.loaded)
+    assert after.reused > middle.reused
+
+
+def test_small_matmuls_in_a_body_run_blas_on_one_thread():
+    def f(h0, w, xs):
+        return lax.scan(lambda h, x: (np.tanh(h @ w + x), None), h0, xs)[0]
+
+    args = (np.zeros((4, 8)), np.eye(8), np.ones((3, 4, 8)))
+    graph = tj.jit(f).lower(*args).optimized_graph
+    (node,) = [n for n in graph.nodes if n.op == "scan"]
+    assert loops._small_matmuls(node.attrs["loop"])
+    check(f, *args)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_elementwise_body_with_xs_and_ys(reverse):
+    def f(c0, xs):
+        return lax.scan(lambda c, x: (0.5 * c + x, np.sin(c) * x), c0, xs, reverse=reverse)
+
+    c0, xs = RNG.standard_normal(300), RNG.standard_normal((20, 300))
+    c, ys = c0.copy(), np.empty_like(xs)
+    for t in (range(19, -1, -1) if reverse else range(20)):
+        c, ys[t] = 0.5 * c + xs[t], np.sin(c) * xs[t]
+    assert FUSED in check(f, c0, xs, want=(c, ys))
+
+
+def test_mixed_dtype_carries_int_counter_bool_flag_and_0d():
+    def f(x0):
+        def body(carry, x):
+            i, flag, v, s = carry
+            v = v * np.float32(0.75) + x
+            return (i + 1, flag | (v.sum() > 2), v, s + np.int32(2)), i * 2
+
+        return lax.scan(body, (np.int64(0), np.bool_(False), x0, np.int32(5)),
+                        np.ones((30, 4), np.float32))
+
+    (i, flag, v, s), ys = tj.jit(f, backend="cpu")(np.zeros(4, np.float32))
+    assert (i, bool(flag), int(s)) == (30, True, 65) and ys.dtype == np.int64
+    np.testing.assert_array_equal(ys, 2 * np.arange(30))
+    check(f, np.zeros(4, np.float32), rtol=1e-6)
+
+
+def test_fori_loop_static_and_traced_bounds():
+    def static(x):
+        return lax.fori_loop(0, 25, lambda i, x: x * 0.9 + i, x)
+
+    def traced(x, n):
+        return lax.fori_loop(0, n, lambda i, x: x * 0.9 + i, x)
+
+    want = 1.0
+    for i in range(25):
+        want = want * 0.9 + i
+    assert FUSED in check(static, np.float64(1.0), want=want)
+    assert FUSED in check(traced, np.float64(1.0), np.int64(25), want=want)
+    check(traced, np.float64(1.0), np.int64(0), want=1.0)  # no step at all
+
+
+def test_while_loop_newton_sqrt():
+    def f(a):
+        def cond(c):
+            x, i = c
+            return (np.abs(x * x - a) > 1e-12) & (i < 100)
+
+        def body(c):
+            x, i = c
+            return 0.5 * (x + a / x), i + 1
+
+        return lax.while_loop(cond, body, (a, np.int64(0)))
+
+    x, i = tj.jit(f, backend="cpu")(np.float64(2.0))
+    assert abs(x - np.sqrt(2.0)) < 1e-12 and 0 < i < 10
+    assert FUSED in check(f, np.float64(2.0))
+
+
+def test_map_with_a_row_reduction():
+    xs = RNG.standard_normal((50, 7, 33))
+    src = check(lambda xs: lax.map(lambda x: np.exp(x).sum(axis=1), xs), xs,
+                want=np.exp(xs).sum(axis=2), rtol=1e-12)
+    assert FUSED in src
+
+
+def test_reduction_with_partial_results_and_matmul_run_in_the_python_driver():
+    def f(h0, w, xs):
+        return lax.scan(lambda h, x: (np.tanh(h @ w + x), h.sum(axis=0)), h0, xs)
+
+    h0, w = RNG.standard_normal((32, 128)) * 0.1, RNG.standard_normal((128, 128)) * 0.1
+    xs = RNG.standard_normal((12, 32, 128))
+    h, ys = h0, []
+    for t in range(12):
+        ys.append(h.sum(axis=0))
+        h = np.tanh(h @ w + xs[t])
+    src = check(f, h0, w, xs, want=(h, np.stack(ys)), rtol=1e-12)
+    assert PYTHON in src and "matmul" in src
+
+
+def test_nested_loops():
+    def f(x0, xs):
+        def outer(c, x):
+            inner = lax.scan(lambda d, _: (d * 0.5 + x, d), c, None, length=4)
+            return inner[0], inner[1].sum(axis=0)
+
+        return lax.scan(outer, x0, xs)
+
+    x0, xs = RNG.standard_normal(6), RNG.standard_normal((5, 6))
+    c, ys = x0.copy(), []
+    for t in range(5):
+        acc = np.zeros(6)
+        for _ in range(4):
+            acc += c
+            c = c * 0.5 + xs[t]
+        ys.append(acc)
+    check(f, x0, xs, want=(c, np.stack(ys)))
+
+
+def test_zero_length_scan():
+    def f(c0, xs):
+        return lax.scan(lambda c, x: (c + x, c * x), c0, xs)
+
+    c, ys = tj.jit(f, backend="cpu")(np.ones(3), np.zeros((0, 3)))
+    np.testing.assert_array_equal(c, np.ones(3))
+    assert ys.shape == (0, 3) and ys.dtype == np.float64
+    check(f, np.ones(3), np.zeros((0, 3)))
+
+
+def test_swapped_and_passed_through_carries_and_stacked_inputs():
+    def f(a, b, k, xs):
+        return lax.scan(lambda c, x: ((c[1], c[0] + x, c[2]), (c[0], x)), (a, b, k), xs)
+
+    a, b, k, xs = np.arange(3.0), np.ones(3), np.float64(4.0), RNG.standard_normal((7, 3))
+    p, q, ys = a, b, []
+    for t in range(7):
+        ys.append(p)
+        p, q = q, p + xs[t]
+    assert FUSED in check(f, a, b, k, xs, want=((p, q, k), (np.stack(ys), xs)))
+
+
+def test_constants_in_the_body():
+    def f(x0):
+        return lax.scan(lambda c, _: (c * 2.5 - np.array([1.0, 2.0, 3.0]), c), x0, None,
+                        length=6)
+
+    c, ys = np.ones(3), []
+    for _ in range(6):
+        ys.append(c)
+        c = c * 2.5 - np.array([1.0, 2.0, 3.0])
+    check(f, np.ones(3), want=(c, np.stack(ys)))
+
+
+def rnn_loss(h0, w, xs):
+    def step(h, x):
+        h = np.tanh(h @ w + x)
+        return h, h
+
+    _, hs = lax.scan(step, h0, xs)
+    return (hs * hs).mean()
+
+
+def elementwise_loss(c0, a, xs):
+    def step(c, x):
+        c = np.tanh(a * c + x)
+        return c, c * c
+
+    c, ys = lax.scan(step, c0, xs)
+    return ys.sum() + (c * c).sum()
+
+
+@pytest.mark.parametrize("loss, shapes", [
+    (elementwise_loss, [(5,), (5,), (9, 5)]),
+    (rnn_loss, [(3, 4), (4, 4), (6, 3, 4)]),
+])
+def test_gradients_against_the_reference_and_finite_differences(loss, shapes):
+    args = [RNG.standard_normal(s) * 0.5 for s in shapes]
+    g = tj.jit(tj.value_and_grad(loss, argnums=(0, 1, 2)), backend="cpu")(*args)
+    r = tj.jit(tj.value_and_grad(loss, argnums=(0, 1, 2)), backend="reference")(*args)
+    np.testing.assert_allclose(g[0], r[0], rtol=1e-12)
+    for gi, ri in zip(g[1], r[1], strict=True):
+        np.testing.assert_allclose(gi, ri, rtol=1e-10, atol=1e-12)
+    eps, f = 1e-6, tj.jit(loss, backend="reference")
+    for k, a in enumerate(args):
+        fd = np.empty_like(a)
+        for idx in np.ndindex(a.shape):
+            up, down = [x.copy() for x in args], [x.copy() for x in args]
+            up[k][idx] += eps
+            down[k][idx] -= eps
+            fd[idx] = (f(*up) - f(*down)) / (2 * eps)
+        np.testing.assert_allclose(g[1][k], fd, rtol=1e-5, atol=1e-7)
