@@ -165,7 +165,9 @@ def _driver(plan: _Plan) -> str:
     """The driver module: the kernels' functions and the ``cfunc`` running the steps."""
     loop = plan.loop
     calls = [(g, f"{name}(args, rd, wr, t)") for g, name in plan.calls]
-    imports = list(dict.fromkeys(plan.imports + [
+    from .emitter import _IMPORTS
+
+    imports = list(dict.fromkeys(_IMPORTS + plan.imports + [
         "from numba import njit", "from tracejit.backends.cpu.loop_abi import at"]))
     head = [f"# tracejit CPU loop driver: {loop!r}", *imports, "", ""]
     src = ["@cfunc(types.void(types.int64), error_model='numpy')", "def kernel(args):"]
