@@ -170,6 +170,42 @@ def test_reduction_with_partial_results_and_matmul_run_in_the_python_driver():
     assert PYTHON in src and "matmul" in src
 
 
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-12), (np.float32, 1e-5)])
+def test_blas_matmuls_in_the_fused_driver_with_transposed_operands(dtype, rtol):
+    def f(h0, w, xs):  # K = 24 > SMALL_K: BLAS, not an unrolled kernel
+        return lax.scan(lambda h, x: (np.tanh(h @ w + x), (h.T @ x, x @ w.T)), h0, xs)
+
+    h0, w = RNG.standard_normal((5, 24)) * 0.3, RNG.standard_normal((24, 24)) * 0.3
+    xs = RNG.standard_normal((7, 5, 24))
+    h0, w, xs = h0.astype(dtype), w.astype(dtype), xs.astype(dtype)
+    h, a, b = h0, [], []
+    for t in range(7):
+        a.append(h.T @ xs[t])
+        b.append(xs[t] @ w.T)
+        h = np.tanh(h @ w + xs[t])
+    src = check(f, h0, w, xs, want=(h, (np.stack(a), np.stack(b))), rtol=rtol, atol=rtol)
+    assert FUSED in src and "gemm(" in src and ", 112, " in src  # a transposed operand
+
+
+def test_gradient_of_an_rnn_with_blas_in_the_fused_driver():
+    h0, w = RNG.standard_normal((4, 20)) * 0.3, RNG.standard_normal((20, 20)) * 0.3
+    xs = RNG.standard_normal((6, 4, 20))
+    vg = tj.value_and_grad(rnn_loss, argnums=(0, 1, 2))
+    got, ref = tj.jit(vg, backend="cpu")(h0, w, xs), tj.jit(vg, backend="reference")(h0, w, xs)
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-12)
+    for g, r in zip(got[1], ref[1], strict=True):
+        np.testing.assert_allclose(g, r, rtol=1e-10, atol=1e-12)
+    src = tj.jit(vg, backend="cpu").lower(h0, w, xs).source
+    assert src.count(FUSED) == 2 and PYTHON not in src  # forward and backward scans
+    f, eps = tj.jit(rnn_loss, backend="reference"), 1e-6
+    for idx in [(0, 0), (3, 17), (19, 5)]:  # a few entries of dW by finite differences
+        up, down = w.copy(), w.copy()
+        up[idx] += eps
+        down[idx] -= eps
+        fd = (f(h0, up, xs) - f(h0, down, xs)) / (2 * eps)
+        np.testing.assert_allclose(got[1][1][idx], fd, rtol=1e-5, atol=1e-8)
+
+
 def test_nested_loops():
     def f(x0, xs):
         def outer(c, x):
@@ -209,6 +245,15 @@ def test_swapped_and_passed_through_carries_and_stacked_inputs():
         ys.append(p)
         p, q = q, p + xs[t]
     assert FUSED in check(f, a, b, k, xs, want=((p, q, k), (np.stack(ys), xs)))
+
+
+def test_a_body_without_kernels():
+    def f(c0, xs):
+        return lax.scan(lambda c, x: (c, (x, c)), c0, xs)
+
+    c0, xs = np.arange(4, dtype=np.int32), RNG.standard_normal((3, 2))
+    src = check(f, c0, xs, want=(c0, (xs, np.stack([c0] * 3))))
+    assert FUSED in src
 
 
 def test_constants_in_the_body():

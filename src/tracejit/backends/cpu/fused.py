@@ -22,6 +22,8 @@ by its source, in the process and on disk (``kernels.py``).
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import math
 import re
 
@@ -52,10 +54,17 @@ class _Plan:
         self.calls: list[tuple[int, str]] = []  # (graph, function) run each step, in order
         self.imports: list[str] = []
         self.fixed: list[np.ndarray] = []  # constants the kernels read as arrays
+        self.gemms: dict[np.dtype, int] = {}
 
     def add(self, kind: str, detail) -> int:
         self.arrays.append((kind, detail))
         return len(self.arrays) - 1
+
+    def blas(self, dtype: np.dtype) -> int:
+        """The entry holding the address of BLAS's gemm for ``dtype`` (one per dtype)."""
+        if dtype not in self.gemms:
+            self.gemms[dtype] = self.add("blas", dtype)
+        return self.gemms[dtype]
 
     def fix(self, array: np.ndarray) -> tuple[int, str]:
         self.fixed.append(array)
@@ -84,6 +93,8 @@ def _plan(loop: Scan | While) -> _Plan:
     xs = [plan.add("xs", i) for i in range(loop.n_xs)] if scan else []
     ys = [plan.add("ys", i) for i in range(len(loop.y_types))] if scan else []
     graphs = [loop.body] if scan else [loop.cond, loop.body]
+    if not all(NUMBA.supports(v.type.dtype) for g in graphs for v in (*g.inputs, *g.outputs)):
+        raise Unfusable("a dtype the kernels cannot hold")  # (copies are kernel code too)
     for g, graph in enumerate(graphs):
         inputs = [(j, "0") for j in consts]
         inputs += [(j, f"rd * {_size(t)}") for j, t in zip(carries, carry_types, strict=True)]
@@ -106,8 +117,7 @@ def _graph(plan: _Plan, g: int, graph: Graph, inputs: list, dests: list) -> None
     mod = Module(part)
     mod.views = _kernel_views(part, kernels)
     kernels = [k for k in kernels if not (k.kind == "library" and k.nodes[0].out in mod.views)]
-    if any(k.kind != "loop" for k in kernels):
-        raise Unfusable("a library step")
+    transposed = _blas_steps(part, kernels)
     plan.where.update(zip(part.inputs, inputs, strict=True))
     outputs = list(zip(part.outputs, dests, strict=True)) if dests else []
     first_dest = {}
@@ -115,9 +125,15 @@ def _graph(plan: _Plan, g: int, graph: Graph, inputs: list, dests: list) -> None
         first_dest.setdefault(v, dest)
     by_name = {}
     for k, kern in enumerate(kernels):
+        if kern.kind == "library" and kern.nodes[0].out in transposed:
+            continue  # a flag of the matmuls reading it
         for v in kern.outputs:
             if v not in plan.where:
                 plan.where[v] = first_dest.get(v) or (plan.add("scratch", v.type), "0")
+        if kern.kind == "library":
+            node = kern.nodes[0]
+            (_gemm if node.op == "matmul" else _transpose)(plan, mod, g, k, node, transposed)
+            continue
         em = LoopEmitter(mod, k, kern, "")
         em.emit([])
         by_name.update({name: v for v, name in mod.names.items()})
@@ -150,6 +166,96 @@ def _graph(plan: _Plan, g: int, graph: Graph, inputs: list, dests: list) -> None
                               f"    return at(args, {j}, np.uint8, {off})[0] != 0\n")
 
 
+_TRANS = {False: 111, True: 112}  # CblasNoTrans, CblasTrans
+
+
+def _blas_steps(graph: Graph, kernels: list) -> dict[Value, Value]:
+    """Check that the library steps of ``graph`` are what the driver runs itself: 2-d
+    float matmuls (BLAS) and 2-d transposes. The transposes that only such matmuls read
+    become BLAS's transpose flag (returned: result -> operand); the others are copied."""
+    transposed = {}
+    readers: dict[Value, list] = {}
+    for node in graph.nodes:
+        for v in node.inputs:
+            readers.setdefault(v, []).append(node)
+    library = {k.nodes[0] for k in kernels if k.kind == "library"}
+    for node in library:
+        if node.op == "transpose" and tuple(node.attrs["perm"]) == (1, 0):
+            if node.out not in graph.outputs and all(
+                    r.op == "matmul" and r in library for r in readers.get(node.out, ())):
+                transposed[node.out] = node.inputs[0]
+            continue  # else copied, transposed, into a scratch array (``_transpose``)
+        types_ = [v.type for v in (*node.inputs, node.out)]
+        if node.op != "matmul" or _gemm_address() is None or any(
+                t.ndim != 2 or t.dtype != types_[0].dtype or t.dtype.kind != "f"
+                or t.dtype.itemsize not in (4, 8) or 0 in t.shape for t in types_):
+            raise Unfusable(f"a library step ({node.op})")
+    return transposed
+
+
+def _gemm(plan: _Plan, mod, g: int, k: int, node, transposed: dict) -> None:
+    """The function ``g<g>_<k>`` calling BLAS for matmul ``node`` (row-major, each operand
+    where it lies, a transposed one by its flag)."""
+    (m, kk), (_, n) = (v.type.shape for v in node.inputs)
+    T = NUMBA.dtype_name(node.out.type.dtype)
+    args = []
+    flags = []
+    for v, cols in zip(node.inputs, (kk, n), strict=True):
+        base = transposed.get(v, v)
+        j, off = plan.locate(base, mod)
+        flags.append(str(_TRANS[v in transposed]))
+        args += [f"at(args, {j}, {T}, {off})", str(base.type.shape[1] if v in transposed else cols)]
+    j, off = plan.locate(node.out, mod)
+    blas = plan.blas(node.out.type.dtype)
+    plan.functions.append(
+        f"@njit(inline='always')\ndef g{g}_{k}{_STEP}:  # matmul\n"
+        f"    gemm(at(args, {blas}, np.int64, 0)[0], {', '.join(flags)}, {m}, {n}, {kk}, "
+        f"{', '.join(args)}, at(args, {j}, {T}, {off}), {n})\n")
+    plan.calls.append((g, f"g{g}_{k}"))
+
+
+def _transpose(plan: _Plan, mod, g: int, k: int, node, transposed: dict) -> None:
+    """The function ``g<g>_<k>`` writing the 2-d transpose ``node`` where it lies."""
+    (rows, cols), T = node.inputs[0].type.shape, NUMBA.dtype_name(node.out.type.dtype)
+    (j, off), (jd, offd) = plan.locate(node.inputs[0], mod), plan.locate(node.out, mod)
+    plan.functions.append(
+        f"@njit(inline='always')\ndef g{g}_{k}{_STEP}:  # transpose\n"
+        f"    s = carray(at(args, {j}, {T}, {off}), ({rows}, {cols}))\n"
+        f"    d = carray(at(args, {jd}, {T}, {offd}), ({cols}, {rows}))\n"
+        f"    for i in range({cols}):\n"
+        f"        for j in range({rows}):\n"
+        f"            d[i, j] = s[j, i]\n")
+    plan.calls.append((g, f"g{g}_{k}"))
+
+
+_GEMM = {np.dtype(np.float32): "sgemm", np.dtype(np.float64): "dgemm"}
+
+
+@functools.cache
+def _gemm_address() -> dict[np.dtype, int] | None:
+    """The addresses of the CBLAS ``sgemm``/``dgemm`` with 64-bit integers of the OpenBLAS
+    NumPy loaded (its wheels' build), None where this process has no such BLAS."""
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = sorted({line.split()[-1] for line in maps if "openblas" in line.lower()})
+    except OSError:
+        return None
+    for path in paths:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        found = {}
+        for dtype, name in _GEMM.items():
+            symbol = next((s for s in (f"scipy_cblas_{name}64_", f"cblas_{name}64_")
+                           if hasattr(lib, s)), None)
+            if symbol is not None:
+                found[dtype] = ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value
+        if len(found) == len(_GEMM):
+            return found
+    return None
+
+
 def _place(plan: _Plan, mod, by_name: dict, call: str) -> tuple[int, str]:
     """Where the kernel argument the runner would pass as ``call`` lies in the driver."""
     m = re.fullmatch(r"np\.asarray\((\w+), [\w.]+\)", call)
@@ -168,7 +274,7 @@ def _driver(plan: _Plan) -> str:
     from .emitter import _IMPORTS
 
     imports = list(dict.fromkeys(_IMPORTS + plan.imports + [
-        "from numba import njit", "from tracejit.backends.cpu.loop_abi import at"]))
+        "from numba import njit", "from tracejit.backends.cpu.loop_abi import at, gemm"]))
     head = [f"# tracejit CPU loop driver: {loop!r}", *imports, "", ""]
     src = ["@cfunc(types.void(types.int64), error_model='numpy')", "def kernel(args):"]
     if isinstance(loop, Scan):
@@ -229,6 +335,8 @@ def _runner(plan: _Plan, kernel):
     y_types = [TensorType((loop.length, *t.shape), t.dtype) for t in loop.y_types] \
         if scan else []
     fixed = plan.fixed
+    gemms = {dtype: np.array([address], np.int64)
+             for dtype, address in (_gemm_address() or {}).items()}
 
     def run(*args):
         carry = [np.empty((2, *t.shape), t.dtype) for t in carry_types]
@@ -242,8 +350,8 @@ def _runner(plan: _Plan, kernel):
                 "ys": [np.empty(t.shape, t.dtype) for t in y_types]}
         steps = np.zeros(1, np.int64)
         arrays = tuple(made[kind][i] if kind in made else fixed[i] if kind == "fixed" else
-                       steps if kind == "steps" else np.empty(i.shape, i.dtype)
-                       for kind, i in plan.arrays)
+                       steps if kind == "steps" else gemms[i] if kind == "blas" else
+                       np.empty(i.shape, i.dtype) for kind, i in plan.arrays)
         kernel(id(arrays))
         half = (loop.length if scan else int(steps[0])) & 1
         return tuple(buf[half, ...] for buf in carry) + tuple(made["ys"])

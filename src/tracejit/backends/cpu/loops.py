@@ -7,13 +7,15 @@ graphs with this backend's own partition, fusion and kernels (``codegen.generate
 ``in_loop``: every loop kernel compiled, 0-d arithmetic included, since each runs once per
 step) and then runs one of two drivers:
 
-- *fused* (``fused.py``): when every step of the body is a loop kernel, the whole loop is
-  one compiled C function, its time loop around the body's kernels, the carry in two
-  preallocated buffers it alternates between, each ``y`` slice written into the stacked
-  output in place (no Python per step);
-- *python*: otherwise (library steps such as a BLAS matmul, a nested loop), a generated
-  Python loop calling the body's runner once per step, writing each ``y`` into the
-  stacked output (a few microseconds per step beyond the body's own steps).
+- *fused* (``fused.py``): when every step of the body is a loop kernel or a 2-d float
+  matmul (BLAS's gemm, called from compiled code), the whole loop is one compiled C
+  function, its time loop around the body's kernels, the carry in two preallocated
+  buffers it alternates between, each ``y`` slice written into the stacked output in
+  place (no Python per step);
+- *python*: otherwise (other library steps, a nested loop, a kernel large enough to run
+  on threads), a generated Python loop calling the body's runner once per step, writing
+  each ``y`` into the stacked output (a few microseconds per step beyond the body's own
+  steps).
 
 Body kernels are kernels like any other: compiled once per process and kept in the disk
 cache by their source; the fused driver is one more kernel, cached the same way.
@@ -69,10 +71,10 @@ class CompiledLoop:
     def _build(self):
         from . import fused
 
-        run = fused.build(self.loop)
-        if run is not None:
-            return run, "fused"
-        return _python_driver(self.loop), "python"
+        run, driver = fused.build(self.loop), "fused"
+        if run is None:
+            run, driver = _python_driver(self.loop), "python"
+        return (_one_blas_thread(run) if _small_matmuls(self.loop) else run), driver
 
     @property
     def source(self) -> str:
@@ -142,8 +144,7 @@ def _python_driver(loop: Scan | While):
     if isinstance(loop, While):
         namespace["cond"] = _body_runner(loop.cond)
     exec(compile(_python_source(loop), f"<tracejit cpu loop {id(loop):x}>", "exec"), namespace)
-    run = namespace["loop"]
-    return _one_blas_thread(run) if _small_matmuls(loop) else run
+    return namespace["loop"]
 
 
 # A matmul of at most this many multiply-adds takes tens of microseconds on one core;
