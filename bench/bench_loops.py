@@ -12,20 +12,23 @@ scalar recurrence ``x = a*x + b`` and the same on 300 elements, where the time p
 almost all loop overhead; tracejit's fused driver (the whole loop one compiled function)
 against its Python driver (the body's compiled runner called once per step), the
 reference backend (the body interpreted with NumPy per step), JAX and plain Python.
-Times are the best of several repeats after a warm-up call (``bench_cpu.timeit``).
+Times are the best of several rounds after a warm-up call, the peers interleaved in
+each round (``interleaved``).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import inspect
 import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
-from bench_cpu import jax, machine_line, table, timeit
+from bench_cpu import jax, machine_line, table
 
 import tracejit as tj
 from tracejit import lax
@@ -126,11 +129,12 @@ def python_recurrence(x0, a, b):
 
 
 _FIRST = textwrap.dedent("""
-    import sys, time
-    sys.path.insert(0, {here!r})
+    import time
     t0 = time.perf_counter()
-    import numpy as np, tracejit as tj
-    from bench_loops import rnn_inputs, rnn_loss
+    import numpy as np
+    import tracejit as tj
+    from tracejit import lax
+    {functions}
     w, h0, xs = rnn_inputs()
     tj.jit(tj.value_and_grad(rnn_loss))(w, h0, xs)
     print(time.perf_counter() - t0)
@@ -144,7 +148,9 @@ def first_calls() -> tuple[float, float]:
 
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "TRACEJIT_CACHE_DIR": cache}
-        code = _FIRST.format(here=HERE)
+        functions = "\n".join([f"T, B, H = {T}, {B}, {H}"] +
+                              [inspect.getsource(f) for f in (rnn_inputs, rnn_loss)])
+        code = _FIRST.format(functions=functions)
         return tuple(float(subprocess.run([sys.executable, "-c", code], env=env, text=True,
                                           capture_output=True, check=True).stdout)
                      for _ in range(2))
@@ -169,39 +175,62 @@ def per_step_table(title: str, results: dict) -> str:
     return "\n".join(lines)
 
 
+def interleaved(candidates: dict, args: tuple, rounds: int = 7) -> dict:
+    """Seconds per call of each ``name: (fn, number)`` (None: not installed), the best of
+    ``rounds`` rounds in which every candidate runs ``number`` calls in turn: on a shared
+    machine the load comes in bursts of seconds, which then hit every peer alike rather
+    than whichever happened to be measured during one (``bench_cpu.timeit`` runs one
+    peer's repeats back to back)."""
+    best = {}
+    for name, entry in candidates.items():
+        if entry is not None:
+            entry[0](*args)  # warm-up (compiles)
+            best[name] = float("inf")
+    for _ in range(rounds):
+        for name, entry in candidates.items():
+            if entry is None:
+                continue
+            fn, number = entry
+            start = time.perf_counter()
+            for _ in range(number):
+                fn(*args)
+            best[name] = min(best[name], (time.perf_counter() - start) / number)
+    return {name: best.get(name) for name in candidates}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--write", action="store_true", help="write bench/results/loops-*.md")
     args = parser.parse_args()
-    w, h0, xs = rnn_inputs()
-    fwd, vg = tj.jit(rnn_loss), tj.jit(tj.value_and_grad(rnn_loss))
+    rnn = rnn_inputs()
+    vg = tj.jit(tj.value_and_grad(rnn_loss))
     jfwd, jvg = jax_rnn() if jax else (None, None)
-    forward = {"tracejit": timeit(fwd, w, h0, xs, number=10),
-               "reference backend (NumPy body per step)":
-                   timeit(tj.jit(rnn_loss, backend="reference"), w, h0, xs, number=3, repeat=3),
-               "JAX lax.scan": timeit(jfwd, w, h0, xs, number=10) if jax else None,
-               "NumPy loop": timeit(numpy_forward, w, h0, xs, number=10)}
-    grad = {"tracejit": timeit(vg, w, h0, xs, number=5),
-            "JAX value_and_grad(lax.scan)": timeit(jvg, w, h0, xs, number=5) if jax else None,
-            "NumPy loop, hand-written backprop": timeit(numpy_value_and_grad, w, h0, xs,
-                                                        number=5)}
+    forward = interleaved({
+        "tracejit": (tj.jit(rnn_loss), 10),
+        "tracejit, Python driver": (without_fusing(rnn_loss, *rnn), 10),
+        "reference backend (NumPy body per step)": (tj.jit(rnn_loss, backend="reference"), 2),
+        "JAX lax.scan": (jfwd, 10) if jax else None,
+        "NumPy loop": (numpy_forward, 10)}, rnn)
+    grad = interleaved({
+        "tracejit": (vg, 5),
+        "tracejit, Python driver": (without_fusing(tj.value_and_grad(rnn_loss), *rnn), 5),
+        "JAX value_and_grad(lax.scan)": (jvg, 5) if jax else None,
+        "NumPy loop, hand-written backprop": (numpy_value_and_grad, 5)}, rnn)
     cold, warm = first_calls()
-    scalars = (np.float64(1.0), np.float64(0.5), np.float64(0.25))
-    vectors = (np.ones(300), np.full(300, 0.5), np.full(300, 0.25))
     overhead = {}
-    for label, a in (("scalar", scalars), ("300 elements", vectors)):
-        res = {"tracejit": timeit(tj.jit(recurrence), *a, number=20),
-               "tracejit, Python driver": timeit(without_fusing(recurrence, *a), *a, number=2),
-               "reference backend": timeit(tj.jit(recurrence, backend="reference"), *a,
-                                           number=1, repeat=3),
-               "JAX lax.scan": timeit(jax_recurrence(), *a, number=20) if jax else None,
-               "plain Python loop": timeit(python_recurrence, *a, number=2, repeat=3)}
-        overhead[label] = res
+    for label, a in (("scalar", (np.float64(1.0), np.float64(0.5), np.float64(0.25))),
+                     ("300 elements", (np.ones(300), np.full(300, 0.5), np.full(300, 0.25)))):
+        overhead[label] = interleaved({
+            "tracejit": (tj.jit(recurrence), 20),
+            "tracejit, Python driver": (without_fusing(recurrence, *a), 2),
+            "reference backend": (tj.jit(recurrence, backend="reference"), 1),
+            "JAX lax.scan": (jax_recurrence(), 20) if jax else None,
+            "plain Python loop": (python_recurrence, 2)}, a, rounds=5)
     text = [f"# Loops on the CPU backend ({datetime.date.today()})", "", machine_line(), "",
             table(f"RNN forward, h = tanh(h @ W + x_t), {T} steps, batch {B}, hidden {H}, "
                   "float32", forward),
             "", table("RNN value_and_grad (d loss / d W) of the mean squared hidden state",
-                      grad, check_rnn(w, h0, xs, vg)),
+                      grad, check_rnn(*rnn, vg)),
             "", f"First call of the gradient in a fresh process (imports, trace, passes, "
             f"compile or load, run): {cold:.2f} s cold, {warm:.2f} s with the disk cache warm."]
     for label, res in overhead.items():
