@@ -180,17 +180,19 @@ def interleaved(candidates: dict, args: tuple, rounds: int = 7) -> dict:
     ``rounds`` rounds in which every candidate runs ``number`` calls in turn: on a shared
     machine the load comes in bursts of seconds, which then hit every peer alike rather
     than whichever happened to be measured during one (``bench_cpu.timeit`` runs one
-    peer's repeats back to back)."""
+    peer's repeats back to back). Each starts after a pause and each comes first in some
+    round: OpenBLAS's and XLA's threads spin for a while after their work, and measured
+    here the peer right after them ran up to twice as slow."""
     best = {}
     for name, entry in candidates.items():
         if entry is not None:
             entry[0](*args)  # warm-up (compiles)
             best[name] = float("inf")
-    for _ in range(rounds):
-        for name, entry in candidates.items():
-            if entry is None:
-                continue
-            fn, number = entry
+    names = [name for name in candidates if candidates[name] is not None]
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:  # each first in turn
+            fn, number = candidates[name]
+            time.sleep(0.05)  # the previous peer's idle threads (BLAS, XLA) stop spinning
             start = time.perf_counter()
             for _ in range(number):
                 fn(*args)

@@ -33,12 +33,14 @@ from ...ir.loop_ops import Scan, While, bodies
 
 LOOP_OPS = frozenset({"scan", "while_loop"})
 
-_loops: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Scan/While -> CompiledLoop
+# Scan/While -> its CompiledLoop, while a runner holds that (the runners of one graph,
+# first, later and profiled, share it and its compiled driver).
+_loops: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 _lock = threading.Lock()
 
 
 def compiled_loop(loop: Scan | While) -> CompiledLoop:
-    """The one ``CompiledLoop`` of ``loop`` (a loop node's attribute) in this process."""
+    """The ``CompiledLoop`` of ``loop`` (a loop node's attribute) in this process."""
     with _lock:
         found = _loops.get(loop)
         if found is None:
@@ -111,12 +113,13 @@ def _python_source(loop: Scan | While) -> str:
         consts = [f"k{i}" for i in range(loop.n_consts)]
         carry = [f"c{i}" for i in range(len(loop.body.outputs))]
         args = ", ".join(consts + carry)
+        new = f"{', '.join(carry)}, = " if carry else ""
         return "\n".join([
             "# driver: a Python loop over the body's runner",
             f"def loop({args}):",
             f"    while cond({args})[0]:",
-            f"        {', '.join(carry)}, = body({args})",
-            f"    return ({', '.join(carry)},)", ""])
+            f"        {new}body({args})",
+            f"    return ({''.join(c + ', ' for c in carry)})", ""])
     consts = [f"k{i}" for i in range(loop.n_consts)]
     carry = [f"c{i}" for i in range(loop.n_carry)]
     xs = [f"x{i}" for i in range(loop.n_xs)]
