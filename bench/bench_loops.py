@@ -175,7 +175,7 @@ def per_step_table(title: str, results: dict) -> str:
     return "\n".join(lines)
 
 
-def interleaved(candidates: dict, args: tuple, rounds: int = 7) -> dict:
+def interleaved(candidates: dict, args: tuple, rounds: int = 15) -> dict:
     """Seconds per call of each ``name: (fn, number)`` (None: not installed), the best of
     ``rounds`` rounds in which every candidate runs ``number`` calls in turn: on a shared
     machine the load comes in bursts of seconds, which then hit every peer alike rather
