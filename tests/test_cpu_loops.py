@@ -149,11 +149,20 @@ def test_while_loop_newton_sqrt():
     assert FUSED in check(f, np.float64(2.0))
 
 
-def test_map_with_a_row_reduction():
-    xs = RNG.standard_normal((50, 7, 33))
-    src = check(lambda xs: lax.map(lambda x: np.exp(x).sum(axis=1), xs), xs,
-                want=np.exp(xs).sum(axis=2), rtol=1e-12)
-    assert FUSED in src
+def test_row_reductions_in_the_fused_driver_and_a_map():
+    def f(c0, xs):
+        return lax.scan(lambda c, x: (c + np.exp(x).sum(axis=1), np.exp(x).max(axis=1) * c),
+                        c0, xs)
+
+    c0, xs = RNG.standard_normal(7), RNG.standard_normal((50, 7, 33))
+    c, ys = c0.copy(), []
+    for t in range(50):
+        ys.append(np.exp(xs[t]).max(axis=1) * c)
+        c = c + np.exp(xs[t]).sum(axis=1)
+    assert FUSED in check(f, c0, xs, want=(c, np.stack(ys)), rtol=1e-12)
+    # a map (maybe no loop at all once the passes batch it)
+    check(lambda xs: lax.map(lambda x: np.exp(x).sum(axis=1), xs), xs,
+          want=np.exp(xs).sum(axis=2), rtol=1e-12)
 
 
 def test_reduction_with_partial_results_and_matmul_run_in_the_python_driver():
@@ -173,7 +182,9 @@ def test_reduction_with_partial_results_and_matmul_run_in_the_python_driver():
 @pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-12), (np.float32, 1e-5)])
 def test_blas_matmuls_in_the_fused_driver_with_transposed_operands(dtype, rtol):
     def f(h0, w, xs):  # K = 24 > SMALL_K: BLAS, not an unrolled kernel
-        return lax.scan(lambda h, x: (np.tanh(h @ w + x), (h.T @ x, x @ w.T)), h0, xs)
+        flag = lax.scan(lambda h, x: (np.tanh(h @ w + x), x @ h.T), h0, xs)  # h.T a flag
+        copy = lax.scan(lambda h, x: (np.tanh(h @ w + x), h.T @ x), h0, xs)  # K = 5: copied
+        return flag[0], flag[1], copy[1]
 
     h0, w = RNG.standard_normal((5, 24)) * 0.3, RNG.standard_normal((24, 24)) * 0.3
     xs = RNG.standard_normal((7, 5, 24))
@@ -181,10 +192,12 @@ def test_blas_matmuls_in_the_fused_driver_with_transposed_operands(dtype, rtol):
     h, a, b = h0, [], []
     for t in range(7):
         a.append(h.T @ xs[t])
-        b.append(xs[t] @ w.T)
+        b.append(xs[t] @ h.T)
         h = np.tanh(h @ w + xs[t])
-    src = check(f, h0, w, xs, want=(h, (np.stack(a), np.stack(b))), rtol=rtol, atol=rtol)
-    assert FUSED in src and "gemm(" in src and ", 112, " in src  # a transposed operand
+    src = check(f, h0, w, xs, want=(h, np.stack(b), np.stack(a)), rtol=rtol, atol=rtol)
+    assert src.count(FUSED) == 2 and "gemm(" in src
+    assert ", 111, 112, " in src  # h.T as BLAS's flag (x @ h.T, K = 24)
+    assert "# transpose" in src  # h.T copied for the unrolled product h.T @ x (K = 5)
 
 
 def test_gradient_of_an_rnn_with_blas_in_the_fused_driver():
@@ -248,11 +261,11 @@ def test_swapped_and_passed_through_carries_and_stacked_inputs():
 
 
 def test_a_body_without_kernels():
-    def f(c0, xs):
-        return lax.scan(lambda c, x: (c, (x, c)), c0, xs)
+    def f(a, b, xs):
+        return lax.scan(lambda c, x: ((c[1], c[0]), c[0]), (a, b), xs)
 
-    c0, xs = np.arange(4, dtype=np.int32), RNG.standard_normal((3, 2))
-    src = check(f, c0, xs, want=(c0, (xs, np.stack([c0] * 3))))
+    a, b = np.arange(4, dtype=np.int32), np.ones(4, np.int32)
+    src = check(f, a, b, np.zeros((5, 0)), want=((b, a), np.stack([a, b, a, b, a])))
     assert FUSED in src
 
 
