@@ -18,6 +18,7 @@ import pytest
 
 import tracejit as tj
 from tracejit import api, lax
+from tracejit.backends.cpu import codegen as cpu_codegen
 from tracejit.backends.cpu import ops as cpu_ops
 from tracejit.errors import KernelMismatch, NonFiniteValue
 from tracejit.ir.registry import REGISTRY
@@ -380,6 +381,15 @@ def _wrong_scan(monkeypatch):
         return out[:nk] + tuple(np.concatenate([y, y[-1:]]) for y in out[nk:])
 
     monkeypatch.setitem(REGISTRY, "scan", dataclasses.replace(right, impl=wrong))
+
+    class WrongCpuLoop:  # the CPU backend compiles its loops (backends/cpu/loops.py)
+        def __init__(self, loop):
+            self.loop, self.source = loop, "# a scan that forgets its last step"
+
+        def __call__(self, *args):
+            return wrong(*args, loop=self.loop)
+
+    monkeypatch.setattr(cpu_codegen, "compiled_loop", WrongCpuLoop)
 
 
 def test_check_finds_a_wrong_loop_and_names_its_line(backend, monkeypatch):
