@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from numpy_compare import NumpyLax, assert_same, exact
+from numpy_compare import ULP, NumpyLax, assert_same, exact
 
 import tracejit as tj
 from tracejit import lax
@@ -231,9 +231,9 @@ def test_map(backend):
 
 def test_loops_called_directly_compile_on_first_use():
     xs = data(4, 3)
-    for fn in (rnn, ):
+    for fn in (rnn, ):  # on the default backend, which may compile tanh (within ULP)
         assert_same(fn(lax, np.zeros(3), xs, data(3, 3) * 0),
-                    fn(NP, np.zeros(3), xs, data(3, 3) * 0))
+                    fn(NP, np.zeros(3), xs, data(3, 3) * 0), ULP)
     assert_same(lax.fori_loop(0, 5, lambda i, v: v * 2.0, np.float32(1)), np.float32(32))
     assert_same(lax.fori_loop(np.int32(0), np.int32(3), lambda i, v: v + i, 1.0),
                 np.float64(4.0))
