@@ -6,8 +6,9 @@ leaves it to a library call (NumPy, BLAS); the CUDA backend computes it in a loo
 calls a library (CuPy, cuBLAS), or leaves it to the host, where the placement pass runs it
 on the CPU. A missing template silently becomes a library call or a host step, so this
 file writes each backend's decision down, one row per op, per sample dtype, with the
-reason, and checks the rows against the backends' own ``fusible`` and
-``supports`` (fusible or a library step). A new op fails ``test_every_op_has_a_decision`` until it has a row.
+reason, and checks the rows against the backends' own ``fusible`` and ``supports``
+(fusible or a library step). A new op fails ``test_every_op_has_a_decision`` until it has
+a row.
 
 Sample dtypes are NumPy's character codes: ``?`` bool, ``i`` int32, ``l`` int64, ``f``
 float32, ``d`` float64. Elementwise samples take every operand in the sample dtype (the
