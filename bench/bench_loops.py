@@ -7,7 +7,9 @@ RNN: ``h = tanh(h @ W + x_t)`` over 200 steps, batch 32, hidden 128, float32; th
 the mean squared hidden state over all steps. tracejit runs ``tracejit.lax.scan`` under
 ``jit`` (forward) and ``jit(value_and_grad)`` (gradient with respect to ``W``); the peers
 are JAX (``jax.lax.scan``, ``jax.jit(jax.value_and_grad)``) and a NumPy loop with
-hand-written backpropagation through time, in the same process. Overhead: a 10,000-step
+hand-written backpropagation through time, in the same process. The Pascanu slides' RNN
+with taps runs through ``tracejit.scan`` against a NumPy loop (forward) and alone
+(``value_and_grad``: no peer has Theano's taps). Overhead: a 10,000-step
 scalar recurrence ``x = a*x + b`` and the same on 300 elements, where the time per step is
 almost all loop overhead; tracejit's fused driver (the whole loop one compiled function)
 against its Python driver (the body's compiled runner called once per step), the
@@ -36,6 +38,7 @@ from tracejit.backends.cpu import fused
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 T, B, H = 200, 32, 128
+TAPS_T, TAPS_H = 1000, 64  # the slides' RNN with taps: steps + 4, hidden size
 
 
 def rnn_inputs():
@@ -53,6 +56,41 @@ def rnn_loss(w, h0, xs):
 
     _, hs = lax.scan(step, h0, xs)
     return (hs * hs).mean()
+
+
+def one_step(u_tm4, u_t, x_tm3, x_tm1, y_tm1, W, W_in_1, W_in_2, W_feedback, W_out):
+    """The Pascanu slides' RNN step (Theano's scan with taps), with ``np`` for ``T``."""
+    x_t = np.tanh(np.dot(x_tm1, W) + np.dot(u_t, W_in_1) + np.dot(u_tm4, W_in_2)
+                  + np.dot(y_tm1, W_feedback))
+    return [x_t, np.dot(x_tm3, W_out)]
+
+
+def taps_inputs():
+    rng = np.random.default_rng(1)
+    u = rng.standard_normal((TAPS_T, 8)).astype(np.float32)
+    x0, y0 = np.zeros((3, TAPS_H), np.float32), np.zeros(4, np.float32)
+    # W's spectral radius below 1: a chaotic recurrence would amplify float32 rounding
+    ws = [(rng.standard_normal(s) * scale).astype(np.float32) for s, scale in (
+        ((TAPS_H, TAPS_H), 0.5 / np.sqrt(TAPS_H)), ((8, TAPS_H), 0.3), ((8, TAPS_H), 0.3),
+        ((4, TAPS_H), 0.1), ((TAPS_H, 4), 0.1))]
+    return (u, x0, y0, *ws)
+
+
+def taps_loss(u, x0, y0, *weights):
+    (x_vals, y_vals), _ = tj.scan(one_step, sequences=dict(input=u, taps=[-4, 0]),
+                                  outputs_info=[dict(initial=x0, taps=[-3, -1]), y0],
+                                  non_sequences=list(weights), strict=True)
+    return (y_vals * y_vals).mean()
+
+
+def numpy_taps_loss(u, x0, y0, *weights):
+    """The same recurrence as a NumPy loop over a window of the last three x."""
+    xs, y, total = list(x0), y0, np.float32(0)
+    for t in range(4, len(u)):
+        x_t, y = one_step(u[t - 4], u[t], xs[-3], xs[-1], y, *weights)
+        xs.append(x_t)
+        total += (y * y).sum()
+    return total / ((len(u) - 4) * len(y0))
 
 
 def numpy_forward(w, h0, xs):
@@ -218,6 +256,14 @@ def main() -> None:
         "tracejit, Python driver": (without_fusing(tj.value_and_grad(rnn_loss), *rnn), 5),
         "JAX value_and_grad(lax.scan)": (jvg, 5) if jax else None,
         "NumPy loop, hand-written backprop": (numpy_value_and_grad, 5)}, rnn)
+    taps = taps_inputs()
+    taps_forward = interleaved({
+        "tracejit": (tj.jit(taps_loss), 5),
+        "reference backend (NumPy body per step)": (tj.jit(taps_loss, backend="reference"), 1),
+        "NumPy loop": (numpy_taps_loss, 5)}, taps)
+    taps_grad = interleaved({
+        "tracejit": (tj.jit(tj.value_and_grad(taps_loss, argnums=(3, 4, 5, 6, 7))), 3)},
+        taps)
     cold, warm = first_calls()
     overhead = {}
     for label, a in (("scalar", (np.float64(1.0), np.float64(0.5), np.float64(0.25))),
@@ -233,6 +279,13 @@ def main() -> None:
                   "float32", forward),
             "", table("RNN value_and_grad (d loss / d W) of the mean squared hidden state",
                       grad, check_rnn(*rnn, vg)),
+            "", table(f"The slides' RNN with taps (tracejit.scan: sequence taps [-4, 0], "
+                      f"output taps [-3, -1]), {TAPS_T - 4} steps, hidden {TAPS_H}, float32; "
+                      "JAX has no taps (they would be a hand-written carry window)",
+                      taps_forward, f"loss {float(tj.jit(taps_loss)(*taps)):.7f} (float64 "
+                      f"NumPy loop: {numpy_taps_loss(*[x.astype(np.float64) for x in taps]):.7f})"),
+            "", table("The slides' RNN: value_and_grad with respect to its five weights",
+                      taps_grad),
             "", f"First call of the gradient in a fresh process (imports, trace, passes, "
             f"compile or load, run): {cold:.2f} s cold, {warm:.2f} s with the disk cache warm."]
     for label, res in overhead.items():
