@@ -545,7 +545,7 @@ def test_drawn_loop_bodies_against_numpy(body, start, steps):
 
 
 class _NoLoops:
-    """A backend that runs every op but loops (as CUDA, today)."""
+    """A backend that runs every op but loops."""
 
     @staticmethod
     def supports(node) -> bool:
@@ -564,11 +564,15 @@ def test_a_backend_running_no_scan_keeps_loops_unrolled():
 
 
 @pytest.mark.skipif("cuda" not in tj.available_backends(), reason="no CUDA device or emulator")
-def test_loops_stay_unrolled_on_cuda():
+def test_loops_roll_on_cuda_and_run_there():
+    """The CUDA backend runs a scan itself (its body's kernels launched per step), so a
+    Python loop rolls there too, and nothing falls back to the CPU."""
     a = np.random.default_rng(15).random((6, 6))
     f = tj.jit(lambda a: jacobi(a, 10), backend="cuda")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no PlacementWarning: nothing falls back to the CPU
         graph = f.lower(a).optimized_graph
-    assert not _scans(graph)
-    assert get_backend("cuda").supports(roll._PROBE) is False
+        got = tj.to_host(f(a))
+    assert [s.length for s in _scans(graph)] == [10]
+    assert get_backend("cuda").supports(roll._PROBE) is True
+    np.testing.assert_allclose(got, jacobi(a, 10), rtol=1e-12, atol=1e-12)

@@ -51,7 +51,7 @@ _STRONG_COUNTER = TensorType((), _INT64)
 
 
 # Whether what is traced and compiled now may get loops: not where the backend would
-# run a scan on the CPU, with transfers around it (CUDA, today), instead of itself.
+# run a scan on the CPU, with transfers around it, instead of itself.
 _ALLOWED: contextvars.ContextVar[bool] = contextvars.ContextVar("roll_loops", default=True)
 _PROBE = Node("scan", (), {"loop": Scan(Graph([], [], []), 0, 0, 1)}, Value(results_type(0)),
               None)
