@@ -18,7 +18,7 @@ import pytest
 
 import tracejit as tj
 from tracejit import api, lax
-from tracejit.backends.cpu import codegen as cpu_codegen
+from tracejit.backends import cpu as cpu_backend
 from tracejit.backends.cpu import ops as cpu_ops
 from tracejit.errors import KernelMismatch, NonFiniteValue
 from tracejit.ir.registry import REGISTRY
@@ -389,7 +389,7 @@ def _wrong_scan(monkeypatch):
         def __call__(self, *args):
             return wrong(*args, loop=self.loop)
 
-    monkeypatch.setattr(cpu_codegen, "compiled_loop", WrongCpuLoop)
+    monkeypatch.setattr(cpu_backend, "_loop_step", WrongCpuLoop)
 
 
 def test_check_finds_a_wrong_loop_and_names_its_line(backend, monkeypatch):

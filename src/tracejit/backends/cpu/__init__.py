@@ -36,7 +36,7 @@ _TYPED = ((np.linalg.LinAlgError, LinAlgError), (IndexError, IndexOutOfBounds),
 def source(graph: Graph) -> str:
     from .codegen import generate
 
-    return generate(graph).source
+    return generate(graph, loop_step=_loop_step).source
 
 
 def supports(node: Node) -> bool:
@@ -109,7 +109,7 @@ def _runner(graph: Graph, profile: bool, compiled: tuple[list, DiskCacheInfo] | 
     ``record(step, seconds)`` from its namespace after each step."""
     from .codegen import generate
 
-    code = generate(graph, profile, later, in_loop)
+    code = generate(graph, profile, later, in_loop, _loop_step)
     locations = code.namespace["locations"]
 
     def located(e: Exception, step: int):
@@ -125,6 +125,17 @@ def _runner(graph: Graph, profile: bool, compiled: tuple[list, DiskCacheInfo] | 
     exec(builtins.compile(code.runner, filename, "exec"), namespace)
     remake = None if profile else lambda: _runner(graph, True, (kernels, disk), later)
     return Runner(namespace["run"], namespace["steps"], disk, namespace, remake)
+
+
+def _loop_step(loop):
+    """The step running a loop node: its bodies compiled as graphs of their own."""
+    from .loops import compiled_loop
+
+    return compiled_loop(loop, _body_runner)
+
+
+def _body_runner(graph: Graph):
+    return _runner(graph, False, None, in_loop=True).fn
 
 
 def _operand(x, dtype, shape):

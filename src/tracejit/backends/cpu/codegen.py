@@ -17,6 +17,7 @@ Python so a user can read what runs; ``run`` is the single entry point.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ...config import config
@@ -27,8 +28,9 @@ from ...passes.contract import SMALL_K, split_skinny_matmuls
 from ...passes.fusion import Kernel, fuse
 from ...profiler import StepInfo
 from .emitter import LoopEmitter, Module
-from .loops import LOOP_OPS, compiled_loop
 from .ops import NUMBA
+
+LOOP_OPS = frozenset({"scan", "while_loop"})  # ops with a body graph (ir/loop_ops.py)
 
 
 def fusible(node: Node, scalars: bool = False) -> bool:
@@ -133,10 +135,13 @@ def _exact(node: Node) -> bool:
 
 
 def generate(graph: Graph, profile: bool = False, later: bool = False,
-             in_loop: bool = False) -> Generated:
+             in_loop: bool = False, loop_step: Callable | None = None) -> Generated:
     """The generated code (of the ``later`` runner, or of a loop body, ``in_loop``: see
     ``partition``). With ``profile`` the runner times every step and calls
-    ``record(step, seconds)``; ``namespace["steps"]`` describes the steps."""
+    ``record(step, seconds)``; ``namespace["steps"]`` describes the steps. A loop node's
+    step calls ``loop_step(loop)`` (its body compiled by this backend: ``loops.py``,
+    given by the package so that this module does not import it), or without one the
+    registry's implementation (the body interpreted with NumPy)."""
     graph, kernels = partition(graph, later, in_loop)
     mod = Module(graph)
     mod.views = _kernel_views(graph, kernels)
@@ -156,7 +161,7 @@ def generate(graph: Graph, profile: bool = False, later: bool = False,
             LoopEmitter(mod, k, kern, where).emit(body)
         else:
             _emit_library(mod, k, kern.nodes[0], body, where, kern.nodes[0].out in loop_inputs,
-                          kern.nodes[0] in in_place)
+                          kern.nodes[0] in in_place, loop_step)
         if profile:
             body.insert(start, "t_start = clock()")
             body.append(f"record({k}, clock() - t_start)")
@@ -177,7 +182,7 @@ def generate(graph: Graph, profile: bool = False, later: bool = False,
         for i, k in enumerate(kernels)
     ]
     loops = [mod.namespace[f"lib{i}"] for i, k in enumerate(kernels)
-             if k.kind == "library" and k.nodes[0].op in LOOP_OPS]
+             if k.kind == "library" and k.nodes[0].op in LOOP_OPS] if loop_step else []
     return Generated(mod.kernels, "\n".join(runner) + "\n", mod.namespace, mod.kernel_names,
                      f"# tracejit CPU backend: {graph.name}\n", mod.notes, loops)
 
@@ -253,11 +258,13 @@ def _nbytes(v: Value) -> int:
 
 
 def _emit_library(mod: Module, k: int, node: Node, body: list[str], where: str,
-                  kernel_input: bool, in_place: bool = False) -> None:
+                  kernel_input: bool, in_place: bool = False,
+                  loop_step: Callable | None = None) -> None:
     fn = f"lib{k}"
     impl = _IN_PLACE[node.op] if in_place else REGISTRY[node.op].impl
-    if node.op in LOOP_OPS:  # its body compiled by this backend, run by a driver
-        mod.namespace[fn] = compiled_loop(node.attrs["loop"])
+    compiled = loop_step is not None and node.op in LOOP_OPS
+    if compiled:  # its body compiled by this backend, run by a driver
+        mod.namespace[fn] = loop_step(node.attrs["loop"])
     else:  # a ufunc without attributes is called directly: a tiny step costs ~0.5 us
         mod.namespace[fn] = impl if not node.attrs else (
             lambda impl, attrs: lambda *a: impl(*a, **attrs))(impl, node.attrs)
@@ -266,5 +273,5 @@ def _emit_library(mod: Module, k: int, node: Node, body: list[str], where: str,
     if kernel_input:  # kernels read C-contiguous arrays of exactly the IR's type
         call = f"operand({call}, {NUMBA.dtype_name(out.dtype)}, {out.shape})"
     what = f"{node.op} in place" if in_place else \
-        f"{node.op}, compiled (see below)" if node.op in LOOP_OPS else node.op
+        f"{node.op}, compiled (see below)" if compiled else node.op
     body.append(f"step = {k}; {mod.name(node.out)} = {call}  # {what}, {where}")

@@ -32,6 +32,9 @@ import numpy as np
 from ...ir import Graph, Value
 from ...ir.loop_ops import Scan, While
 from ...ir.types import TensorType
+from . import kernels as store
+from .codegen import _kernel_views, partition
+from .emitter import _IMPORTS, LoopEmitter, Module
 from .ops import NUMBA
 
 _ARG = re.compile(r"arg\(args, (\d+), ([\w.]+)\)")
@@ -110,8 +113,6 @@ def _plan(loop: Scan | While) -> _Plan:
 def _graph(plan: _Plan, g: int, graph: Graph, inputs: list, dests: list) -> None:
     """Emit ``graph``'s kernels as functions ``g<g>_<k>``, reading ``inputs`` (a place per
     graph input) and leaving its outputs at ``dests`` (none for a condition)."""
-    from .codegen import _kernel_views, partition
-    from .emitter import LoopEmitter, Module
 
     part, kernels = partition(graph, in_loop=True)
     mod = Module(part)
@@ -271,7 +272,6 @@ def _driver(plan: _Plan) -> str:
     """The driver module: the kernels' functions and the ``cfunc`` running the steps."""
     loop = plan.loop
     calls = [(g, f"{name}(args, rd, wr, t)") for g, name in plan.calls]
-    from .emitter import _IMPORTS
 
     imports = list(dict.fromkeys(_IMPORTS + plan.imports + [
         "from numba import njit", "from tracejit.backends.cpu.loop_abi import at, gemm"]))
@@ -311,7 +311,6 @@ def source(loop: Scan | While) -> str | None:
 def build(loop: Scan | While):
     """The loop's function ``run(*consts, *init, *xs) -> results``, running the fused
     driver; None where the loop has a step it cannot run."""
-    from . import kernels as store
 
     try:
         plan = _plan(loop)

@@ -26,12 +26,14 @@ from __future__ import annotations
 import math
 import threading
 import weakref
+from collections.abc import Callable
 
 import numpy as np
 
+from ...ir import Graph
 from ...ir.loop_ops import Scan, While, bodies
-
-LOOP_OPS = frozenset({"scan", "while_loop"})
+from . import blas, fused
+from .codegen import generate
 
 # Scan/While -> its CompiledLoop, while a runner holds that (the runners of one graph,
 # first, later and profiled, share it and its compiled driver).
@@ -39,12 +41,14 @@ _loops: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 _lock = threading.Lock()
 
 
-def compiled_loop(loop: Scan | While) -> CompiledLoop:
-    """The ``CompiledLoop`` of ``loop`` (a loop node's attribute) in this process."""
+def compiled_loop(loop: Scan | While, runner: Callable[[Graph], Callable]) -> CompiledLoop:
+    """The ``CompiledLoop`` of ``loop`` (a loop node's attribute) in this process;
+    ``runner(graph)`` compiles a body graph (the package's, passed in so that this
+    module does not import it)."""
     with _lock:
         found = _loops.get(loop)
         if found is None:
-            found = _loops[loop] = CompiledLoop(loop)
+            found = _loops[loop] = CompiledLoop(loop, runner)
         return found
 
 
@@ -52,8 +56,9 @@ class CompiledLoop:
     """A loop node's step: ``self(*consts, *init, *xs)`` returns the loop's results (the
     final carry, then the stacked ys), compiling its body on the first call."""
 
-    def __init__(self, loop: Scan | While):
+    def __init__(self, loop: Scan | While, runner: Callable[[Graph], Callable]):
         self.loop = loop
+        self.runner = runner
         self._run = None
         self._lock = threading.Lock()
         self.driver = ""  # which driver runs it, once compiled: "fused" or "python"
@@ -71,19 +76,14 @@ class CompiledLoop:
             return self._run
 
     def _build(self):
-        from . import fused
-
         run, driver = fused.build(self.loop), "fused"
         if run is None:
-            run, driver = _python_driver(self.loop), "python"
+            run, driver = _python_driver(self.loop, self.runner), "python"
         return (_one_blas_thread(run) if _small_matmuls(self.loop) else run), driver
 
     @property
     def source(self) -> str:
         """The driver and the body's generated code, as ``lower().source`` shows them."""
-        from . import fused
-        from .codegen import generate
-
         loop = self.loop
         graphs = bodies_of(loop)
         parts = [f"# ---- loop {loop!r}: its driver"]
@@ -99,12 +99,6 @@ def bodies_of(loop: Scan | While) -> list[tuple[str, object]]:
     """The loop's graphs with their names, as ``loop_ops.bodies`` gives a node's."""
     return [("body", loop.body)] if isinstance(loop, Scan) else \
         [("cond", loop.cond), ("body", loop.body)]
-
-
-def _body_runner(graph):
-    from . import _runner
-
-    return _runner(graph, False, None, in_loop=True).fn
 
 
 def _python_source(loop: Scan | While) -> str:
@@ -142,10 +136,10 @@ def _python_source(loop: Scan | While) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _python_driver(loop: Scan | While):
-    namespace = {"np": np, "body": _body_runner(loop.body)}
+def _python_driver(loop: Scan | While, runner: Callable[[Graph], Callable]):
+    namespace = {"np": np, "body": runner(loop.body)}
     if isinstance(loop, While):
-        namespace["cond"] = _body_runner(loop.cond)
+        namespace["cond"] = runner(loop.cond)
     exec(compile(_python_source(loop), f"<tracejit cpu loop {id(loop):x}>", "exec"), namespace)
     return namespace["loop"]
 
@@ -177,8 +171,6 @@ def _small_matmuls(loop: Scan | While) -> bool:
 
 def _one_blas_thread(run):
     """``run`` with OpenBLAS on one thread while it runs (see ``SMALL_MATMUL``)."""
-    from . import blas
-
     threads = blas._openblas()
     if threads is None:
         return run
