@@ -158,3 +158,18 @@ def lax_of(x):
     import tracejit
 
     return NumpyLax if isinstance(x, (np.ndarray, np.generic)) else tracejit.lax
+
+
+def numeric_grad(f, xs: list, eps: float = 1e-6) -> list:
+    """Central finite differences of the scalar ``f(*xs)`` with respect to each of
+    ``xs`` (float64 arrays), one element at a time: the oracle of gradient tests."""
+    grads = []
+    for i, x in enumerate(xs):
+        g = np.zeros_like(x)
+        for idx in np.ndindex(x.shape):
+            plus, minus = x.copy(), x.copy()
+            plus[idx] += eps
+            minus[idx] -= eps
+            g[idx] = (f(*xs[:i], plus, *xs[i + 1:]) - f(*xs[:i], minus, *xs[i + 1:])) / (2 * eps)
+        grads.append(g)
+    return grads

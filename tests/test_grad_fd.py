@@ -18,13 +18,14 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from numpy_compare import numeric_grad
 
 import tracejit as tj
 from tracejit.ad.rules import VJP
 
 SETTINGS = settings(max_examples=10, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-EPS, RTOL, ATOL = 1e-6, 1e-5, 1e-7
+RTOL, ATOL = 1e-5, 1e-7  # numeric_grad takes steps of 1e-6
 HVP_EPS, HVP_RTOL, HVP_ATOL = 1e-5, 1e-4, 1e-6
 
 
@@ -248,19 +249,6 @@ def _draw_inputs(data, case: Case):
 
 def _objective(case: Case, w):
     return lambda *xs: np.sum(case.fn(*xs) * w)
-
-
-def numeric_grad(f, xs, eps=EPS):
-    grads = []
-    for i, x in enumerate(xs):
-        g = np.zeros_like(x)
-        for idx in np.ndindex(x.shape):
-            plus, minus = x.copy(), x.copy()
-            plus[idx] += eps
-            minus[idx] -= eps
-            g[idx] = (f(*xs[:i], plus, *xs[i + 1:]) - f(*xs[:i], minus, *xs[i + 1:])) / (2 * eps)
-        grads.append(g)
-    return grads
 
 
 def _grad_all(f, n):

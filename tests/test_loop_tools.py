@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from numpy_compare import numeric_grad
 
 import tracejit as tj
 from tracejit import api, lax
@@ -26,7 +27,6 @@ from tracejit.passes import pipeline
 from tracejit.trace import loops
 
 RNG = np.random.default_rng(15)
-EPS = 1e-6
 W = RNG.standard_normal((4, 4)) * 0.4
 H0 = RNG.standard_normal((2, 4))
 XS = RNG.standard_normal((6, 2, 4))
@@ -38,19 +38,6 @@ WITHOUT = tuple(p for p in pipeline.DEFAULT_PASSES if p.__name__ != "residuals")
 def no_residuals(monkeypatch):
     """jit compiles with every default pass except the residuals pass."""
     monkeypatch.setattr(api, "run_pipeline", lambda g: pipeline.run_pipeline(g, WITHOUT))
-
-
-def numeric_grad(f, xs, eps=EPS):
-    grads = []
-    for i, x in enumerate(xs):
-        g = np.zeros_like(x)
-        for idx in np.ndindex(x.shape):
-            plus, minus = x.copy(), x.copy()
-            plus[idx] += eps
-            minus[idx] -= eps
-            g[idx] = (f(*xs[:i], plus, *xs[i + 1:]) - f(*xs[:i], minus, *xs[i + 1:])) / (2 * eps)
-        grads.append(g)
-    return grads
 
 
 # ---------------------------------------------------------------- the programs
