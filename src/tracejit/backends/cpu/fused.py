@@ -297,27 +297,30 @@ def _driver(plan: _Plan) -> str:
     return "\n".join(head + plan.functions + [""] + src) + "\n"
 
 
-def source(loop: Scan | While) -> str | None:
-    """The fused driver's source, None where the loop has a step it cannot run."""
+def _planned(loop: Scan | While) -> _Plan | None:
+    """The loop's plan (a while loop's counting its steps too), None where the loop has
+    a step the fused driver cannot run."""
     try:
         plan = _plan(loop)
     except Unfusable:
         return None
     if isinstance(loop, While):
         plan.add("steps", None)
-    return _driver(plan)
+    return plan
+
+
+def source(loop: Scan | While) -> str | None:
+    """The fused driver's source, None where the loop has a step it cannot run."""
+    plan = _planned(loop)
+    return None if plan is None else _driver(plan)
 
 
 def build(loop: Scan | While):
     """The loop's function ``run(*consts, *init, *xs) -> results``, running the fused
     driver; None where the loop has a step it cannot run."""
-
-    try:
-        plan = _plan(loop)
-    except Unfusable:
+    plan = _planned(loop)
+    if plan is None:
         return None
-    if isinstance(loop, While):
-        plan.add("steps", None)
     (kernel,), _ = store.get([_driver(plan)])
     return _runner(plan, kernel)
 
