@@ -598,3 +598,22 @@ def test_the_public_names_load_on_first_use():
     assert set(tj.__all__) == set(dir(tj)) & set(tj.__all__)
     with pytest.raises(AttributeError, match="no attribute 'jitt'"):
         tj.jitt  # noqa: B018
+
+
+def test_python_float_arguments_take_the_fast_path_with_numpys_types(backend):
+    """A Python float argument is a weakly typed scalar input: calls with other floats
+    reuse the entry (the cached path keys it by type, not value), and the result has
+    NumPy's dtype, unlike a np.float64 argument's (strong: another signature)."""
+    f = tj.jit(lambda x, lr: x * lr + 1.0, backend=backend)
+    x = np.arange(4, dtype=np.float32)
+    for lr in (0.5, 2.0, -1.25, 0.5):
+        got = f(x, lr)
+        want = x * lr + 1.0
+        assert got.dtype == want.dtype == np.float32
+        np.testing.assert_array_equal(got, want)
+    assert (f.cache_info().misses, f.cache_info().hits) == (1, 3)
+    got = f(x, np.float64(0.5))
+    assert got.dtype == (x * np.float64(0.5) + 1.0).dtype == np.float64
+    assert f.cache_info().misses == 2
+    assert f(x, 3).dtype == np.float32  # a Python int: the general path, its own entry
+    np.testing.assert_array_equal(f(x, 3), x * 3 + 1.0)

@@ -287,9 +287,13 @@ class JitFunction:
         if not kwargs and not _PROFILES and not targets.gpu_requested:
             key = []
             for a in args:
-                if type(a) is not _ndarray:
+                t = type(a)
+                if t is _ndarray:
+                    key.append((a.shape, a.dtype))
+                elif t is float:  # a Python float: a weakly typed float64 scalar input
+                    key.append(_FLOAT)
+                else:
                     break
-                key.append((a.shape, a.dtype))
             else:
                 entry = self._fast.get(tuple(key))
                 if entry is not None:
@@ -433,7 +437,8 @@ class JitFunction:
             next(self._hits)
             outs = entry.run(*leaves) if not _PROFILES else _profiled_call(entry, leaves)
         if arrays_only and device is None:  # __call__ finds it without building a signature
-            self._fast[tuple((a.shape, a.dtype) for a in args)] = entry
+            self._fast[tuple(_FLOAT if type(a) is float else (a.shape, a.dtype)
+                             for a in args)] = entry
         return entry.finish(outs)
 
     def _compile(self, sig: CallSignature, leaves) -> tuple[_Entry, list]:
@@ -695,17 +700,23 @@ def _plain_tree(n: int):
 
 
 _ndarray = np.ndarray
+_FLOAT = ((), WEAK_DEFAULT[float])  # the fast path's key of a Python float argument
+_FLOAT_LEAF = ((), WEAK_DEFAULT[float], True, None)  # and its leaf key (see _leaf_key)
 
 
 def _arrays_signature(args: tuple, device, strict: bool) -> CallSignature | None:
-    """The signature of a call with positional ndarrays only and nothing static (the
-    common call), built without flattening; None for any other call. It has the parts
-    the general path would give, so both share cache entries."""
+    """The signature of a call with positional ndarrays (and Python floats) only and
+    nothing static (the common call), built without flattening; None for any other
+    call. It has the parts the general path would give, so both share cache entries."""
     keys = []
     for a in args:
-        if type(a) is not _ndarray:
+        t = type(a)
+        if t is _ndarray:
+            keys.append((a.shape, a.dtype, False, None))
+        elif t is float:  # as _leaf_key gives it: a weakly typed float64 scalar
+            keys.append(_FLOAT_LEAF)
+        else:
             return None
-        keys.append((a.shape, a.dtype, False, None))
     return CallSignature(len(args), False, _plain_tree(len(args)), tuple(keys), (), (), device,
                          strict)
 
