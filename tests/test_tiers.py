@@ -298,3 +298,48 @@ def test_background_compiles_leave_a_worker_to_the_caller(monkeypatch):
         assert not slow[1].running() and not slow[1].done()
     finally:
         p.close()
+
+
+def rnn(h, w, xs):
+    def body(h, x):
+        h = np.tanh(h @ w + x)
+        return h, h.sum()
+
+    return tj.lax.scan(body, h, xs)
+
+
+def rnn_args():
+    rng = np.random.default_rng(1)
+    return (rng.standard_normal((4, 6)), 0.3 * rng.standard_normal((6, 6)),
+            rng.standard_normal((9, 4, 6)))
+
+
+def test_a_loop_compiles_in_the_background_too(compile_log):
+    """A graph whose work is all in a loop body has kernels to wait for: the loop's driver.
+    The first call runs on the interpreter, and the call after the switch compiles nothing
+    (the driver came from the workers with the rest)."""
+    from tracejit.backends import cpu
+
+    f = tj.jit(rnn, compile="background")
+    h, w, xs = rnn_args()
+    want = rnn(h, w, xs)  # lax.scan outside jit: the reference answer, compiled on use
+    first = f(h, w, xs)
+    assert kinds(f) == {"interpreter"}
+    assert f.wait_compiled(WAIT)
+    compiled_before = cpu.stats().compiled - cpu.stats().in_workers
+    later = f(h, w, xs)
+    assert cpu.stats().compiled - cpu.stats().in_workers == compiled_before
+    for a, b, c in zip(first, later, want, strict=True):
+        np.testing.assert_allclose(a, c, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(b, c, rtol=1e-12, atol=1e-12)
+    messages = [r.getMessage() for r in compile_log.records]
+    assert any("runs compiled kernels now" in m for m in messages), messages
+
+
+def test_a_sync_compile_counts_its_loops_kernels(compile_log):
+    """With compile="sync" a loop's kernels compile with the graph's (in the workers where
+    there are several) and the compile log counts them, not the first call's time."""
+    f = tj.jit(rnn, compile="sync")
+    f(*rnn_args())
+    (message,) = [r.getMessage() for r in compile_log.records if "compiled rnn" in r.getMessage()]
+    assert "no kernels" not in message and "kernel" in message, message

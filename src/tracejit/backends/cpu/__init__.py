@@ -77,10 +77,11 @@ def _later(graph: Graph, faster: bool) -> Future[Runner] | None:
 
     if faster and not improves_later(graph):
         return None
-    later = store.get_later(generate(graph, later=faster).kernels)
+    sources = _with_loops(generate(graph, later=faster, loop_step=_loop_step))
+    later = store.get_later(sources)
     if later is None and faster and store.workers_available():  # all compiled: bind now
         later = Future()
-        later.set_result(store.get(generate(graph, later=True).kernels))
+        later.set_result(store.get(sources))
     if later is None:
         return None
     runner: Future = Future()
@@ -116,7 +117,9 @@ def _runner(graph: Graph, profile: bool, compiled: tuple[list, DiskCacheInfo] | 
         typed = next(t for base, t in _TYPED if isinstance(e, base))
         return typed(str(e), location=locations[step] if step >= 0 else None)
 
-    kernels, disk = compiled if compiled is not None else store.get(code.kernels)
+    # (its loops' kernels come too, and are left to the loops: see _with_loops)
+    kernels, disk = compiled if compiled is not None else store.get(_with_loops(code))
+    kernels = kernels[:len(code.kernels)]
     namespace = dict(code.namespace, located=located, operand=_operand, parallel=native.parallel,
                      clock=time.perf_counter, record=ignore)
     namespace.update(zip(code.kernel_names, kernels, strict=True))
@@ -125,6 +128,27 @@ def _runner(graph: Graph, profile: bool, compiled: tuple[list, DiskCacheInfo] | 
     exec(builtins.compile(code.runner, filename, "exec"), namespace)
     remake = None if profile else lambda: _runner(graph, True, (kernels, disk), later)
     return Runner(namespace["run"], namespace["steps"], disk, namespace, remake)
+
+
+def _with_loops(code) -> list[str]:
+    """The kernel sources of ``code``, then those of its loops (a fused driver, or the
+    kernels of the bodies a Python driver runs, nested loops' included): a loop compiles
+    its body on its first run, and these being compiled by then (with the graph's own, in
+    the workers where there are several) keeps that first run, after a background
+    compile too, from waiting for Numba."""
+    from .codegen import generate
+    from .fused import source as fused_source
+    from .loops import bodies_of
+
+    sources = list(code.kernels)
+    for compiled in code.loops:
+        driver = fused_source(compiled.loop)
+        if driver is not None:
+            sources.append(driver)
+            continue
+        for _, body in bodies_of(compiled.loop):
+            sources += _with_loops(generate(body, in_loop=True, loop_step=_loop_step))
+    return sources
 
 
 def _loop_step(loop):
