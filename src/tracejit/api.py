@@ -95,10 +95,26 @@ class CallSignature(NamedTuple):
 class Lowered:
     """A traced and optimised function for one signature, for inspection (nothing runs)."""
 
-    def __init__(self, graph: Graph, optimized: Graph, backend: str):
+    def __init__(self, graph: Graph, optimized: Graph, backend: str, where: list | None = None):
         self.graph = graph
         self.optimized_graph = optimized
         self.backend = backend
+        self._where = where  # (Dask calls) where each input lives: its chunks, or not
+
+    @property
+    def plan(self) -> str:
+        """On Dask arrays: the tasks the function runs as, stage by stage, in words."""
+        if self._where is None:
+            raise InvalidArgument("plan describes calls on Dask arrays",
+                                  hint="lower the function with dask.array arguments")
+        import dask.array as da
+
+        leaves = [da.empty(v.type.shape, dtype=v.type.dtype, chunks=w.chunks)
+                  if isinstance(w, targets.Chunked) else
+                  np.zeros(v.type.shape, v.type.dtype) if v.type.ndim == 0 else
+                  da.empty(v.type.shape, dtype=v.type.dtype, chunks=-1)
+                  for v, w in zip(self.optimized_graph.inputs, self._where, strict=True)]
+        return get_backend("dask").plan(self.optimized_graph, leaves)
 
     @property
     def ir(self) -> str:
@@ -213,6 +229,8 @@ def _leaf_key(leaf):
     where = targets.device_of(leaf)
     if where is not None:  # a CuPy array: where it lives is part of the signature
         return (leaf.shape, leaf.dtype, False, where)
+    if targets.dask_array(leaf):  # its chunks too: the Dask backend's plan depends on them
+        return (leaf.shape, leaf.dtype, False, targets.chunked(leaf))
     static = static_leaf(leaf)
     if static is None:
         raise InvalidArgument(f"unsupported leaf type {t.__name__}")
@@ -222,7 +240,7 @@ def _leaf_key(leaf):
 def _bad_leaf(leaf, name: str, problem: InvalidArgument) -> InvalidArgument:
     """The error for argument ``name`` (a path such as ``params['W']``); ``problem`` is
     _leaf_key's, whose message says what the leaf is when it is an array."""
-    if isinstance(leaf, np.ndarray):
+    if isinstance(leaf, np.ndarray) or targets.dask_array(leaf):
         return InvalidArgument(f"argument {name} is {problem.message}; jit cannot honour "
                                "that", hint=problem.hint)
     return InvalidArgument(
@@ -503,6 +521,9 @@ class JitFunction:
         t0 = time.perf_counter()
         stage, graph, optimized = "tracing", None, None
         backend = get_backend(self._backend if sig.device is None else sig.device.kind)
+        chunked = any(isinstance(d, targets.Chunked) for d in where)
+        if chunked:  # Dask arrays in: a Dask computation out, whatever the backend asked
+            backend = get_backend("dask")
         writes: list = []
         rolls = roll.for_backend(backend)  # Python loops roll where the backend runs scans
         try:
@@ -514,21 +535,23 @@ class JitFunction:
             optimized = run_pipeline(graph)
             for extra in backend.passes:
                 optimized = verify(extra(optimized))
-            if sig.device is not None or any(d not in (None, targets.CPU) for d in where):
+            if not chunked and (sig.device is not None or
+                                any(d not in (None, targets.CPU) for d in where)):
                 stage = "placement"
                 optimized = verify(place(optimized, sig.device or targets.CPU, where,
                                          backend.supports, targets.CPU, sig.strict))
             t2 = time.perf_counter()
             stage = "code generation"
             later = None
-            if self._check:
+            if self._check and not chunked:
                 run = compile_checked(optimized, backend, self._check, function=fn_name,
                                       traced_ir=str(graph))
-            elif (self._mode or config.compile) == "background" and sig.device is None:
+            elif (self._mode or config.compile) == "background" and sig.device is None \
+                    and not chunked:
                 later = backend.compile_later(optimized)
             if later is not None:
                 run = get_backend("reference").compile(optimized)  # until `later` is done
-            elif not self._check:
+            elif not self._check or chunked:
                 run = backend.compile(optimized)
         except Exception as e:
             if stage == "tracing" and not isinstance(e, IRError) or not _ours(e):
@@ -540,8 +563,8 @@ class JitFunction:
         finally:
             roll.restore(rolls)
         t3 = time.perf_counter()
-        entry = _Entry(run, out_tree, Lowered(graph, optimized, backend.name), t3 - t0,
-                       tuple(writes))
+        lowered = Lowered(graph, optimized, backend.name, where if chunked else None)
+        entry = _Entry(run, out_tree, lowered, t3 - t0, tuple(writes))
         if later is not None:
             entry.switch_later(later, True)
         elif run.faster is not None:
@@ -763,13 +786,15 @@ def _finish(out):
     GPU array (0-d too, as CuPy's reductions return them) stays on its device."""
     if type(out) is np.ndarray:
         return out[()] if out.ndim == 0 else out
-    if targets.device_of(out) is not None:
-        return out
+    if targets.device_of(out) is not None or targets.dask_array(out):
+        return out  # (a Dask array, 0-d too, stays lazy)
     return np.asarray(out)[()]
 
 
 def _copy(out):
     """A copy the caller owns, on the device ``out`` is on."""
+    if targets.dask_array(out):
+        return out  # (immutable: Dask's own ops return new arrays)
     return np.array(out) if targets.device_of(out) in (None, targets.CPU) else out.copy()
 
 
@@ -827,6 +852,8 @@ def _write_back(writes: tuple, leaves, outs) -> list:
                 leaf[key] = targets.to_host(new)
             elif where is not None:  # a CuPy array: updated on its device
                 leaf[key] = targets.to_device(new, where)
+            elif targets.dask_array(leaf):  # Dask's item assignment: a new graph, lazily
+                leaf[key] = new
             # (a Python or NumPy scalar cannot change: the caller keeps its value, as NumPy)
     return outs[:n]
 

@@ -138,6 +138,11 @@ class DiskCacheWarning(UserWarning):
     """
 
 
+class RechunkWarning(UserWarning):
+    """On Dask arrays, an op that needs whole arrays (a sort, a solve, a loop) gathers
+    its chunked inputs into one task: correct, but one worker holds all of it."""
+
+
 class RetraceWarning(UserWarning):
     """A jitted function was traced and compiled for many values of a Python int argument
     it needs concretely (made static automatically): each new value costs a compile."""

@@ -150,6 +150,34 @@ def device_of(x) -> Device | None:
     return None
 
 
+@dataclass(frozen=True)
+class Chunked:
+    """Where a Dask array argument lives: in ``chunks`` (Dask's tuple of chunk sizes per
+    axis), on the GPU where its chunks are CuPy arrays. Part of a call's signature: the
+    plan depends on it (``backends/dask``)."""
+
+    chunks: tuple[tuple[int, ...], ...]
+    gpu: bool = False
+
+
+def dask_array(x) -> bool:
+    """Whether ``x`` is a ``dask.array.Array``, without importing Dask (no Dask array can
+    exist before Dask is imported)."""
+    module = sys.modules.get("dask.array")
+    return module is not None and isinstance(x, module.Array)
+
+
+def chunked(x) -> Chunked:
+    """The ``Chunked`` of Dask array ``x``; InvalidArgument where its chunk sizes are
+    unknown (after a boolean mask, say), which no plan can be made for."""
+    if any(np.isnan(n) for c in x.chunks for n in c):
+        raise InvalidArgument(
+            "a Dask array with unknown chunk sizes",
+            hint="call x.compute_chunk_sizes() (or give the sizes to from_delayed) first")
+    return Chunked(tuple(tuple(int(n) for n in c) for c in x.chunks),
+                   type(x._meta).__module__.startswith("cupy"))
+
+
 def _is_cupy(x) -> bool:
     """Whether ``x`` is a CuPy array, without importing CuPy (no CuPy array can exist
     before CuPy is imported)."""

@@ -30,6 +30,10 @@ def get_backend(name: str) -> Backend:
         from . import cuda
 
         return cuda
+    if name == "dask":  # chosen by Dask array arguments, not by name
+        from . import dask
+
+        return dask
     raise InvalidArgument(
         f"unknown backend {name!r}", hint=f"choose one of {available_backends()}", location=None
     )

@@ -1,0 +1,406 @@
+"""An optimised graph as a Dask computation: fused blockwise stages, Dask's reductions
+and structural ops between them.
+
+The builder walks the graph in order, keeping each value either *materialised* (a Dask
+array, or a NumPy value) or *pending* in an open stage: a run of elementwise ops, small
+matrix products and reductions over one iteration space that every chunk computes on its
+own (``blocks.Stage``, one compiled kernel set per block signature). A node joins the
+stage its inputs are pending in when its shape fits the stage's space; otherwise the
+stages it reads are closed (turned into one ``blockwise`` task per chunk) and it starts
+its own or runs as Dask's equivalent op. A reduction over chunked axes stays in the stage
+as a per-chunk partial result; closing the stage hands the partials to Dask's own
+reduction of the same monoid, a tree over the chunks. What Dask has no blockwise form for
+(a sort, a solve, a loop) runs as one task over whole arrays, with a ``RechunkWarning``
+naming the op and line when that gathers chunked data.
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...errors import RechunkWarning, UnsupportedOperation
+from ...ir import Graph, Node, Value
+from ...ir.ops import normalize_axes, slice_key
+from ...ir.registry import REGISTRY, Kind
+from ...ir.types import TensorType
+from .blocks import Stage, item
+
+# A reduction's monoid (its combining op) -> Dask's reduction of partial results.
+_AGGREGATE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min",
+              "logical_or": "any", "logical_and": "all"}
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+@dataclass(eq=False)
+class _Open:
+    """An open stage: its iteration ``shape``, which of its axes are split in chunks,
+    the nodes and the materialised values they read, and the reductions it computes
+    with ``keepdims`` (``partial``: over chunked axes, aggregated by Dask on closing)."""
+
+    shape: tuple[int, ...]
+    chunked: list[bool]
+    nodes: list[Node] = field(default_factory=list)
+    inputs: list[Value] = field(default_factory=list)
+    keepdims: set[Node] = field(default_factory=set)
+    partial: dict[Value, Node] = field(default_factory=dict)
+    local: set[tuple[Node, int]] = field(default_factory=set)  # (reduction, axis) in-chunk
+    roles: dict[Value, str] = field(default_factory=dict)  # each input's blockwise index
+
+
+class Builder:
+    """``Builder(graph).run(leaves)``: the graph's outputs as Dask arrays; ``plan`` lists
+    the stages in words, as they were built."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.env: dict[Value, object] = {}
+        self.pending: dict[Value, _Open] = {}
+        self.producer = graph.producers()
+        self.users: dict[Value, set[Node]] = {}
+        for node in graph.nodes:
+            for v in node.inputs:
+                self.users.setdefault(v, set()).add(node)
+        self.plan: list[str] = []
+        self.n_stages = 0
+        self.open: list[_Open] = []
+
+    def run(self, leaves) -> list:
+        import dask.array as da
+
+        for v, x in zip(self.graph.inputs, leaves, strict=True):
+            self.env[v] = x
+        for node in self.graph.nodes:
+            self.node(node)
+        for stage in list(self.open):
+            self.close(stage)
+        outs = [self.get(v) for v in self.graph.outputs]
+        return [x if _is_dask(x) else da.from_array(np.asarray(x), chunks=-1) for x in outs]
+
+    # ---------------------------------------------------------------- values
+
+    def get(self, v: Value):
+        """``v`` materialised (closing the stage it is pending in)."""
+        if v in self.pending:
+            self.close(self.pending[v])
+        return self.env[v]
+
+    def chunked(self, v: Value) -> list[bool]:
+        """Per axis of ``v``: whether it is split into more than one chunk."""
+        if v in self.pending:
+            stage = self.pending[v]
+            return [c and n == s for c, n, s in zip(stage.chunked, v.type.shape, stage.shape,
+                                                     strict=True)]
+        x = self.env[v]
+        return [len(c) > 1 for c in x.chunks] if _is_dask(x) else [False] * v.type.ndim
+
+    # ---------------------------------------------------------------- nodes
+
+    def node(self, node: Node) -> None:
+        opdef = REGISTRY[node.op]
+        if opdef.effect:
+            raise UnsupportedOperation(
+                f"{node.op} draws from a random generator, which a Dask computation cannot "
+                "share with its caller", location=node.loc,
+                hint="draw the random numbers with dask.array.random and pass them in")
+        if node.op == "constant":
+            value = node.attrs["value"]
+            self.env[node.out] = np.asarray(value, node.out.type.dtype)
+            return
+        space = self.space(node)
+        if space is not None and self.join(node, space):
+            return
+        self.dask_op(node)
+
+    def space(self, node: Node) -> tuple[int, ...] | None:
+        """The iteration space ``node`` has in a stage, None where it has none."""
+        kind = REGISTRY[node.op].kind
+        if kind == Kind.ELEMENTWISE:
+            return node.out.type.shape
+        if kind == Kind.REDUCTION and REGISTRY[node.op].monoid is not None:
+            return node.inputs[0].type.shape
+        if node.op == "matmul":
+            a, b = node.inputs
+            if a.type.ndim >= 2 and b.type.ndim == 2 and not any(self.chunked(b)) \
+                    and not self.chunked(a)[-1]:
+                return node.out.type.shape
+        return None
+
+    def join(self, node: Node, space: tuple[int, ...]) -> bool:
+        """Put ``node`` in a stage (the one its inputs are pending in where it fits, else a
+        new one); False where it cannot be in any (Dask runs it)."""
+        for v in node.inputs:  # a value of another rank or chunking than its stage's
+            if v in self.pending and v in self.pending[v].partial:
+                self.close(self.pending[v])
+        stages = list(dict.fromkeys(self.pending[v] for v in node.inputs if v in self.pending))
+        if not stages:  # inputs all materialised: any open stage of its space may take it
+            stages = [s for s in self.open if _fits(space, s.shape)][-1:]
+        stage = self.merge(stages)
+        if stage is None or not _fits(space, stage.shape) or not self.compatible(node, stage):
+            for s in stages:
+                if s in self.open:
+                    self.close(s)
+            stage = _Open(space, [False] * len(space))
+            self.open.append(stage)
+        indices = self.indices(node, stage)
+        if indices is None:
+            return False
+        stage.roles.update(indices)
+        for v in node.inputs:
+            if v not in self.pending and v not in stage.inputs:
+                stage.inputs.append(v)
+        for i, c in enumerate(self.aligned(node, stage)):
+            stage.chunked[i] = stage.chunked[i] or c
+        stage.nodes.append(node)
+        self.pending[node.out] = stage
+        if REGISTRY[node.op].kind == Kind.REDUCTION:
+            self.reduce_in(node, stage)
+        return True
+
+    def merge(self, stages: list[_Open]) -> _Open | None:
+        """One stage doing the work of ``stages`` (open stages a node reads from), where
+        they share their space and their in-chunk reductions stay in one chunk; None where
+        they cannot be one. Neither reads the other's pending values (a node that did
+        would have joined it), so their nodes can run in graph order in one task."""
+        if not stages:
+            return None
+        first, *rest = stages
+        for other in rest:
+            chunked = [a or b for a, b in zip(first.chunked, other.chunked, strict=True)]
+            if other.shape != first.shape or any(chunked[a] for _, a in first.local | other.local) \
+                    or any(first.roles.get(v, r) != r for v, r in other.roles.items()):
+                return None
+        for other in rest:
+            order = {n: i for i, n in enumerate(self.graph.nodes)}
+            first.nodes = sorted(first.nodes + other.nodes, key=order.__getitem__)
+            first.inputs += [v for v in other.inputs if v not in first.inputs]
+            first.chunked = [a or b for a, b in zip(first.chunked, other.chunked, strict=True)]
+            for name in ("keepdims", "local"):
+                getattr(first, name).update(getattr(other, name))
+            first.partial.update(other.partial)
+            first.roles.update(other.roles)
+            for n in other.nodes:
+                self.pending[n.out] = first
+            self.open.remove(other)
+        return first
+
+    def indices(self, node: Node, stage: _Open) -> dict[Value, str] | None:
+        """The blockwise index of each materialised input of ``node``: its axes' letters
+        in the stage's space (NumPy's broadcasting aligns them at the right), a matrix
+        product's contracted axis and whole right operand letters of their own (not in
+        the output: a chunk sees them whole); None where an input would need two."""
+        nd = len(stage.shape)
+        found = {}
+        for k, v in enumerate(node.inputs):
+            if v in self.pending or v.type.ndim == 0:
+                continue
+            if node.op == "matmul" and k == 1:
+                index = _LETTERS[nd + 1:nd + 3]
+            elif node.op == "matmul":
+                index = _LETTERS[nd - v.type.ndim:nd - 1] + _LETTERS[nd]
+            else:
+                index = _LETTERS[nd - v.type.ndim:nd]
+            if stage.roles.get(v, index) != index or found.get(v, index) != index:
+                return None
+            found[v] = index
+        return found
+
+    def aligned(self, node: Node, stage: _Open) -> list[bool]:
+        """Per axis of the stage's space: whether an input of ``node`` is chunked there."""
+        nd = len(stage.shape)
+        out = [False] * nd
+        indices = self.indices(node, stage) or {}
+        for v, index in indices.items():
+            for letter, c in zip(index, self.chunked(v), strict=True):
+                j = _LETTERS.index(letter)
+                if j < nd:
+                    out[j] |= c and stage.shape[j] > 1
+        return out
+
+    def compatible(self, node: Node, stage: _Open) -> bool:
+        """Whether ``node``'s materialised inputs leave the stage's in-chunk reductions in
+        one chunk (a newly chunked axis would split them)."""
+        newly = [c and not s for c, s in zip(self.aligned(node, stage), stage.chunked,
+                                             strict=True)]
+        return not any(newly[axis] for _, axis in stage.local)
+
+    def reduce_in(self, node: Node, stage: _Open) -> None:
+        """A reduction in a stage, computed with ``keepdims``: over axes in one chunk it is
+        done there; over chunked axes each chunk's partial result is, and Dask combines
+        them. A partial result, or one dropping its axes, is read from the stage's output
+        only (``partial``), never by another node of the stage."""
+        axes = normalize_axes(node.attrs["axis"], node.inputs[0].type.ndim)
+        stage.keepdims.add(node)
+        if any(self.chunked(node.inputs[0])[a] for a in axes) or not node.attrs["keepdims"]:
+            stage.partial[node.out] = node
+        if not any(self.chunked(node.inputs[0])[a] for a in axes):
+            stage.local |= {(node, a) for a in axes}
+
+    # ---------------------------------------------------------------- stages
+
+    def close(self, stage: _Open) -> None:
+        """Turn ``stage`` into one blockwise task per chunk and its outputs into arrays."""
+        import dask.array as da
+
+        members = {n.out for n in stage.nodes}
+        outputs = [n.out for n in stage.nodes if n.out in stage.partial or
+                   any(u not in stage.nodes for u in self.users.get(n.out, ()))
+                   or n.out in self.graph.outputs]
+        outputs = list(dict.fromkeys(outputs))
+        self.n_stages += 1
+        s = Stage(stage.inputs, stage.nodes, outputs, stage.keepdims, f"stage{self.n_stages}")
+        nd = len(stage.shape)
+        ind = _LETTERS[:nd]
+        pairs = []
+        for v in stage.inputs:
+            x = self.env[v]
+            if v.type.ndim == 0:
+                pairs += [x, None]
+            else:
+                x = x if _is_dask(x) else da.from_array(np.asarray(x), chunks=-1)
+                pairs += [x, stage.roles[v]]
+        outs = da.blockwise(s, ind, *pairs, dtype=object, meta=np.empty((0,) * nd, object),
+                            concatenate=True)
+        self.precompile(s, stage, pairs, outs.chunks)
+        for i, v in enumerate(outputs):
+            shape = _stage_shape(v, stage, self.producer)
+            adjust = {ind[j]: 1 for j in range(nd) if shape[j] == 1 and stage.shape[j] != 1}
+            arr = da.blockwise(item(i), ind, outs, ind, dtype=v.type.dtype,
+                               meta=np.empty((0,) * nd, v.type.dtype), adjust_chunks=adjust)
+            self.env[v] = self.finish(v, arr, stage, shape)
+        for v in members:
+            self.pending.pop(v, None)
+        self.open.remove(stage)
+        self.plan.append(_describe(s, stage, outs.chunks))
+
+    def finish(self, v: Value, arr, stage: _Open, shape: tuple[int, ...]):
+        """A stage output as the graph's value: partial results combined over the chunks,
+        per-chunk copies of a chunk-independent value taken once, the rank made the IR's."""
+        node = stage.partial.get(v)
+        axes = normalize_axes(node.attrs["axis"], node.inputs[0].type.ndim) if node else ()
+        if any(stage.chunked[a] for a in axes):
+            combine = getattr(arr, _AGGREGATE[REGISTRY[node.op].monoid.combine])
+            kwargs = {"dtype": v.type.dtype} if node.op in ("sum", "prod") else {}
+            arr = combine(axis=axes, keepdims=True, **kwargs)
+        else:
+            extra = tuple(slice(0, 1) if n == 1 and c else slice(None)
+                          for n, c in zip(shape, stage.chunked, strict=True))
+            if any(s != slice(None) for s in extra):
+                arr = arr[extra]
+        if arr.shape != v.type.shape:
+            arr = arr.reshape(v.type.shape)
+        return arr.astype(v.type.dtype, copy=False)
+
+    def precompile(self, s: Stage, stage: _Open, pairs: list, chunks) -> None:
+        """Compile the stage here for each block signature its chunks have (a few: the
+        full chunks and the last ones), so that the tasks find its kernels compiled (this
+        process) or in the disk cache (workers on this machine) rather than each compiling."""
+        sizes = [sorted(set(c)) for c in chunks]
+        for block in itertools.product(*sizes):
+            types = []
+            for k, v in enumerate(stage.inputs):
+                x, index = pairs[2 * k], pairs[2 * k + 1]
+                shape = () if index is None else tuple(
+                    n if n == 1 or _LETTERS.index(c) >= len(block) else block[_LETTERS.index(c)]
+                    for c, n in zip(index, x.shape, strict=True))
+                types.append(TensorType(shape, v.type.dtype, v.type.weak))
+            s.runner(types, "cpu")
+
+    # ---------------------------------------------------------------- Dask's own ops
+
+    def dask_op(self, node: Node) -> None:
+        import dask.array as da
+
+        args = [self.get(v) for v in node.inputs]
+        a = node.attrs
+        op = node.op
+        where = node.loc.short if node.loc else "?"
+        arrays = [x if _is_dask(x) or np.ndim(x) == 0 else da.from_array(np.asarray(x),
+                                                                         chunks=-1)
+                  for x in args]
+        if op == "matmul":
+            out, how = da.matmul(*arrays), "dask.array.matmul (a tree sum over chunks)"
+        elif op == "transpose":
+            out, how = da.transpose(arrays[0], a["perm"]), "dask.array.transpose"
+        elif op == "reshape":
+            out, how = arrays[0].reshape(a["shape"]), "dask.array.reshape"
+        elif op == "broadcast_to":
+            out, how = da.broadcast_to(arrays[0], a["shape"]), "dask.array.broadcast_to"
+        elif op == "slice":
+            out, how = arrays[0][slice_key(a["starts"], a["stops"], a["steps"])], "slicing"
+        elif op == "concatenate":
+            out, how = da.concatenate(arrays, axis=a["axis"]), "dask.array.concatenate"
+        elif op in ("cumsum", "cumprod"):
+            out = getattr(da, op)(arrays[0], axis=a["axis"], dtype=a["dtype"])
+            how = f"dask.array.{op} (chunk by chunk, carrying the running total)"
+        elif op == "full":
+            out = da.full(a["shape"], a["value"], dtype=a["dtype"])
+            how = "dask.array.full"
+        elif op in ("argmax", "argmin") and arrays[0].ndim and len(normalize_axes(
+                a["axis"], arrays[0].ndim)) == 1:
+            axis = normalize_axes(a["axis"], arrays[0].ndim)[0]
+            out = getattr(da, op)(arrays[0], axis=axis, keepdims=a["keepdims"])
+            how = f"dask.array.{op}"
+        else:
+            out, how = self.whole(node, arrays), "one task over whole arrays"
+        if out.shape != node.out.type.shape:
+            raise UnsupportedOperation(f"{op}: Dask gave shape {out.shape} where NumPy gives "
+                                       f"{node.out.type.shape}", location=node.loc)
+        self.env[node.out] = out.astype(node.out.type.dtype, copy=False)
+        self.plan.append(f"{op} at {where}: {how}")
+
+    def whole(self, node: Node, arrays: list):
+        """``node`` as one task over whole arrays (warning where that gathers chunks)."""
+        import dask
+        import dask.array as da
+
+        if any(_is_dask(x) and x.npartitions > 1 for x in arrays):
+            message = (f"{node.op} at {node.loc.short if node.loc else '?'} needs whole "
+                       "arrays: its chunked inputs are gathered into one task (one worker's "
+                       "memory)")
+            if node.loc is None:
+                warnings.warn(RechunkWarning(message), stacklevel=2)
+            else:  # at the user's line
+                warnings.warn_explicit(RechunkWarning(message), RechunkWarning,
+                                       node.loc.filename, node.loc.lineno)
+        impl, attrs = REGISTRY[node.op].impl, node.attrs
+        task = dask.delayed(lambda *xs: np.asarray(impl(*xs, **attrs)), pure=True)(*arrays)
+        t = node.out.type
+        return da.from_delayed(task, shape=t.shape, dtype=t.dtype)
+
+
+def _fits(space: tuple[int, ...], shape: tuple[int, ...]) -> bool:
+    return len(space) == len(shape) and all(n in (s, 1) for n, s in zip(space, shape,
+                                                                        strict=True))
+
+
+def _stage_shape(v: Value, stage: _Open, producer: dict) -> tuple[int, ...]:
+    """``v``'s shape as the stage computes it (a reduction keeps its dimensions)."""
+    node = producer[v]
+    if node in stage.keepdims:
+        axes = normalize_axes(node.attrs["axis"], node.inputs[0].type.ndim)
+        return tuple(1 if i in axes else n for i, n in enumerate(node.inputs[0].type.shape))
+    return v.type.shape
+
+
+def _describe(s: Stage, stage: _Open, chunks) -> str:
+    ops = ", ".join(n.op for n in s.nodes if n.op != "constant")
+    lines = sorted({n.loc.short for n in s.nodes if n.loc})
+    space = " x ".join(f"{n} in {len(c)} chunks" if len(c) > 1 else str(n)
+                       for n, c in zip(stage.shape, chunks, strict=True)) or "a scalar"
+    parts = [f"{s.name}: blockwise over [{space}], one task per chunk: {ops}"
+             f" ({', '.join(lines)})"]
+    for node in stage.partial.values():
+        axes = normalize_axes(node.attrs["axis"], node.inputs[0].type.ndim)
+        if any(stage.chunked[a] for a in axes):
+            parts.append(f"  {node.op} over axes {axes}: a partial result per chunk, "
+                         f"combined by dask's {_AGGREGATE[REGISTRY[node.op].monoid.combine]}"
+                         " tree reduction")
+    return "\n".join(parts)
+
+
+def _is_dask(x) -> bool:
+    return type(x).__module__.startswith("dask.")
