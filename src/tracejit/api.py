@@ -95,11 +95,11 @@ class CallSignature(NamedTuple):
 class Lowered:
     """A traced and optimised function for one signature, for inspection (nothing runs)."""
 
-    def __init__(self, graph: Graph, optimized: Graph, backend: str, where: list | None = None):
+    def __init__(self, graph: Graph, optimized: Graph, backend: str, where: tuple | None = None):
         self.graph = graph
         self.optimized_graph = optimized
         self.backend = backend
-        self._where = where  # (Dask calls) where each input lives: its chunks, or not
+        self._where = where  # (Dask calls) where each input lives, and the Dask backend
 
     @property
     def plan(self) -> str:
@@ -109,12 +109,13 @@ class Lowered:
                                   hint="lower the function with dask.array arguments")
         import dask.array as da
 
+        where, backend = self._where
         leaves = [da.empty(v.type.shape, dtype=v.type.dtype, chunks=w.chunks)
                   if isinstance(w, targets.Chunked) else
                   np.zeros(v.type.shape, v.type.dtype) if v.type.ndim == 0 else
                   da.empty(v.type.shape, dtype=v.type.dtype, chunks=-1)
-                  for v, w in zip(self.optimized_graph.inputs, self._where, strict=True)]
-        return get_backend("dask").plan(self.optimized_graph, leaves)
+                  for v, w in zip(self.optimized_graph.inputs, where, strict=True)]
+        return backend.plan(self.optimized_graph, leaves)
 
     @property
     def ir(self) -> str:
@@ -522,8 +523,8 @@ class JitFunction:
         stage, graph, optimized = "tracing", None, None
         backend = get_backend(self._backend if sig.device is None else sig.device.kind)
         chunked = any(isinstance(d, targets.Chunked) for d in where)
-        if chunked:  # Dask arrays in: a Dask computation out, whatever the backend asked
-            backend = get_backend("dask")
+        if chunked:  # Dask arrays in: a Dask computation out, its chunks on ``backend``
+            backend = get_backend("dask").on(backend.name)
         writes: list = []
         rolls = roll.for_backend(backend)  # Python loops roll where the backend runs scans
         try:
@@ -563,7 +564,7 @@ class JitFunction:
         finally:
             roll.restore(rolls)
         t3 = time.perf_counter()
-        lowered = Lowered(graph, optimized, backend.name, where if chunked else None)
+        lowered = Lowered(graph, optimized, backend.name, (where, backend) if chunked else None)
         entry = _Entry(run, out_tree, lowered, t3 - t0, tuple(writes))
         if later is not None:
             entry.switch_later(later, True)

@@ -31,10 +31,11 @@ class Stage:
     template says (a partial result, or one that keeps the stage's rank)."""
 
     def __init__(self, inputs: list[Value], nodes: list[Node], outputs: list[Value],
-                 keepdims: set[Node], name: str):
+                 keepdims: set[Node], name: str, backend: str = "cpu"):
         self.inputs, self.nodes, self.outputs = inputs, nodes, outputs
         self.keepdims = keepdims
         self.name = name
+        self.backend = backend  # what compiles it for NumPy chunks (CuPy's: cuda)
         self.fingerprint = hashlib.sha256(str(self.template).encode()).hexdigest()[:20]
 
     @property
@@ -66,6 +67,8 @@ class Stage:
         if found is None:
             if backend == "cuda":
                 from .. import cuda as compiler
+            elif backend == "reference":
+                from .. import reference as compiler
             else:
                 from .. import cpu as compiler
             found = compiler.compile(self.graph_for(types))
@@ -76,10 +79,11 @@ class Stage:
     def __call__(self, *chunks) -> tuple:
         gpu = any(type(c).__module__.startswith("cupy") for c in chunks)
         types = [_type_of(c, v.type) for c, v in zip(chunks, self.inputs, strict=True)]
-        return tuple(self.runner(types, "cuda" if gpu else "cpu")(*chunks))
+        return tuple(self.runner(types, "cuda" if gpu else self.backend)(*chunks))
 
     def __reduce__(self):  # the template travels; the compiled runners stay per process
-        return (Stage, (self.inputs, self.nodes, self.outputs, self.keepdims, self.name))
+        return (Stage, (self.inputs, self.nodes, self.outputs, self.keepdims, self.name,
+                        self.backend))
 
 
 def _type_of(chunk, template: TensorType) -> TensorType:

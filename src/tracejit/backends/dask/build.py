@@ -55,8 +55,9 @@ class Builder:
     """``Builder(graph).run(leaves)``: the graph's outputs as Dask arrays; ``plan`` lists
     the stages in words, as they were built."""
 
-    def __init__(self, graph: Graph):
+    def __init__(self, graph: Graph, chunks: str = "cpu"):
         self.graph = graph
+        self.chunks = chunks  # the backend the stages compile with
         self.env: dict[Value, object] = {}
         self.pending: dict[Value, _Open] = {}
         self.producer = graph.producers()
@@ -251,7 +252,8 @@ class Builder:
                    or n.out in self.graph.outputs]
         outputs = list(dict.fromkeys(outputs))
         self.n_stages += 1
-        s = Stage(stage.inputs, stage.nodes, outputs, stage.keepdims, f"stage{self.n_stages}")
+        s = Stage(stage.inputs, stage.nodes, outputs, stage.keepdims, f"stage{self.n_stages}",
+                  self.chunks)
         nd = len(stage.shape)
         ind = _LETTERS[:nd]
         pairs = []
@@ -307,7 +309,7 @@ class Builder:
                     n if n == 1 or _LETTERS.index(c) >= len(block) else block[_LETTERS.index(c)]
                     for c, n in zip(index, x.shape, strict=True))
                 types.append(TensorType(shape, v.type.dtype, v.type.weak))
-            s.runner(types, "cpu")
+            s.runner(types, self.chunks)
 
     # ---------------------------------------------------------------- Dask's own ops
 
