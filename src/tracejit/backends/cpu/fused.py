@@ -413,43 +413,59 @@ def build(loop: Scan | While):
 
 
 def _runner(plan: _Plan, kernel):
+    """The loop's function: the driver's arrays (the call's own: consts, carries, xs and
+    ys, which come first; then the plan's own, reused from call to call) and the call."""
     loop = plan.loop
     scan = isinstance(loop, Scan)
     n_carry = loop.n_carry if scan else len(loop.body.outputs)
     nc = loop.n_consts
     inputs = [v.type for v in loop.body.inputs]
-    carry_types = [v.type for v in loop.body.outputs[:n_carry]]
-    x_types = [TensorType((loop.length, *t.shape), t.dtype) for t in inputs[nc + n_carry:]] \
-        if scan else []
-    y_types = [TensorType((loop.length, *t.shape), t.dtype) for t in loop.y_types] \
-        if scan else []
-    fixed = plan.fixed
+    consts = [t.dtype for t in inputs[:nc]]
+    carries = [((1 if i in plan.single else 2, *v.type.shape), v.type.dtype, i in plan.single)
+               for i, v in enumerate(loop.body.outputs[:n_carry])]
+    xs = [t.dtype for t in inputs[nc + n_carry:]] if scan else []
+    ys = [((loop.length, *t.shape), t.dtype) for t in loop.y_types] if scan else []
+    calls = len(consts) + len(carries) + len(xs) + len(ys)
+    assert [kind for kind, _ in plan.arrays[:calls]] == \
+        ["const"] * nc + ["carry"] * n_carry + ["xs"] * len(xs) + ["ys"] * len(ys)
+    own = [kind for kind, _ in plan.arrays[calls:]]
+    status = own.index("status") if "status" in own else None
+    steps = own.index("steps") if "steps" in own else None
     gemms = {dtype: np.array([address], np.int64)
              for dtype, address in (_gemm_address() or {}).items()}
+    pool = []  # sets of the plan's own arrays no call is using (one per concurrent call)
+
+    def fresh() -> tuple:
+        return tuple(plan.fixed[i] if kind == "fixed" else gemms[i] if kind == "blas" else
+                     np.zeros(2 if kind == "status" else 1, np.int64)
+                     if kind in ("status", "steps") else np.empty(i.shape, i.dtype)
+                     for kind, i in plan.arrays[calls:])
 
     def run(*args):
-        carry = [np.empty((1 if i in plan.single else 2, *t.shape), t.dtype)
-                 for i, t in enumerate(carry_types)]
-        for buf, init in zip(carry, args[nc:nc + n_carry], strict=True):
+        try:
+            mine = pool.pop()
+        except IndexError:
+            mine = fresh()
+        bufs = []
+        for (shape, dtype, _), init in zip(carries, args[nc:nc + n_carry], strict=True):
+            buf = np.empty(shape, dtype)
             buf[0] = init
-        made = {"carry": carry,
-                "const": [np.asarray(a, t.dtype, order="C")
-                          for a, t in zip(args[:nc], inputs[:nc], strict=True)],
-                "xs": [np.asarray(a, t.dtype, order="C")
-                       for a, t in zip(args[nc + n_carry:], x_types, strict=True)],
-                "ys": [np.empty(t.shape, t.dtype) for t in y_types]}
-        steps = np.zeros(1, np.int64)
-        status = np.zeros(2, np.int64)
-        arrays = tuple(made[kind][i] if kind in made else fixed[i] if kind == "fixed" else
-                       steps if kind == "steps" else status if kind == "status" else
-                       gemms[i] if kind == "blas" else
-                       np.empty(i.shape, i.dtype) for kind, i in plan.arrays)
-        kernel(id(arrays))
-        if status[0]:
-            raise _failed(plan.failures[status[0] - 1], int(status[1]))
-        half = (loop.length if scan else int(steps[0])) & 1
-        return tuple(buf[0 if i in plan.single else half, ...] for i, buf in enumerate(carry)) \
-            + tuple(made["ys"])
+            bufs.append(buf)
+        made = [np.empty(shape, dtype) for shape, dtype in ys]
+        arrays = (*[np.asarray(a, t, order="C") for a, t in zip(args, consts, strict=False)],
+                  *bufs, *[np.asarray(a, t, order="C")
+                           for a, t in zip(args[nc + n_carry:], xs, strict=True)],
+                  *made, *mine)
+        kernel(id(arrays))  # (the tuple held while the driver reads it)
+        if status is not None and mine[status][0]:
+            which, index = int(mine[status][0]), int(mine[status][1])
+            mine[status][:] = 0
+            pool.append(mine)
+            raise _failed(plan.failures[which - 1], index)
+        half = (loop.length if scan else int(mine[steps][0])) & 1
+        pool.append(mine)
+        return (*[buf[0 if single else half, ...] for buf, (_, _, single)
+                  in zip(bufs, carries, strict=True)], *made)
 
     return run
 
