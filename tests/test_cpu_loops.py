@@ -1,7 +1,11 @@
-"""Loops on the CPU backend (``backends/cpu/loops.py``, ``fused.py``): compiled loops
-against the reference backend (the body interpreted with NumPy every step) and NumPy
-loops, on bodies the fused driver runs whole (loop kernels only) and bodies the Python
-driver runs (library steps, nested loops, reductions with partial results)."""
+"""Loops on the CPU backend (``backends/cpu/loops.py``, ``fused.py``, ``fused_steps.py``):
+compiled loops against the reference backend (the body interpreted with NumPy every
+step) and NumPy loops, on bodies the fused driver runs whole (loop kernels, BLAS, and
+indexing by the counter: gather, scatter in place, slices, concatenate, argmax; indices
+wrapped or raising as NumPy's) and bodies the Python driver runs (other library steps,
+nested loops, reductions with partial results)."""
+
+import concurrent.futures
 
 import numpy as np
 import pytest
@@ -545,3 +549,20 @@ def test_argmax_argmin_and_column_reductions_in_the_fused_driver(dtype):
     for g, w in zip(got_ys, zip(*ys, strict=True), strict=True):
         assert g.dtype == np.int64
         np.testing.assert_array_equal(g, np.stack(w))
+
+
+def test_concurrent_calls_of_a_fused_loop_use_their_own_scratch():
+    def f(x):
+        out = np.zeros_like(x)
+        for t in range(1, x.shape[0]):
+            out[t] = x[t] * 0.5 + out[t - 1] * 0.75
+        return out
+
+    xs = [RNG.standard_normal(3000) for _ in range(4)]
+    jf = tj.jit(f, backend="cpu")
+    assert drivers(jf, xs[0]) == ["fused"]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda x: [jf(x) for _ in range(20)], xs))
+    for x, got in zip(xs, results, strict=True):
+        for g in got:
+            np.testing.assert_allclose(g, f(x), rtol=1e-12)
