@@ -1,14 +1,22 @@
-"""Loops on the CPU backend (``backends/cpu/loops.py``, ``fused.py``): compiled loops
-against the reference backend (the body interpreted with NumPy every step) and NumPy
-loops, on bodies the fused driver runs whole (loop kernels only) and bodies the Python
-driver runs (library steps, nested loops, reductions with partial results)."""
+"""Loops on the CPU backend (``backends/cpu/loops.py``, ``fused.py``, ``fused_steps.py``):
+compiled loops against the reference backend (the body interpreted with NumPy every
+step) and NumPy loops, on bodies the fused driver runs whole (loop kernels, BLAS, and
+indexing by the counter: gather, scatter in place, slices, concatenate, argmax; indices
+wrapped or raising as NumPy's) and bodies the Python driver runs (other library steps,
+nested loops, reductions with partial results)."""
+
+import concurrent.futures
 
 import numpy as np
 import pytest
 
 import tracejit as tj
+from tests.programs import PROGRAMS
+from tests.programs.check import check_jit
 from tracejit import lax
 from tracejit.backends.cpu import kernels, loops
+from tracejit.backends.cpu.codegen import LOOP_OPS
+from tracejit.errors import IndexOutOfBounds
 
 RNG = np.random.default_rng(7)
 FUSED = "tracejit CPU loop driver"  # the fused driver's header in lower().source
@@ -165,8 +173,8 @@ def test_row_reductions_in_the_fused_driver_and_a_map():
           want=np.exp(xs).sum(axis=2), rtol=1e-12)
 
 
-def test_reduction_with_partial_results_and_matmul_run_in_the_python_driver():
-    def f(h0, w, xs):
+def test_a_column_reduction_and_a_blas_matmul_run_in_the_fused_driver():
+    def f(h0, w, xs):  # h.sum(axis=0): the output pre-filled with 0, then accumulated
         return lax.scan(lambda h, x: (np.tanh(h @ w + x), h.sum(axis=0)), h0, xs)
 
     h0, w = RNG.standard_normal((32, 128)) * 0.1, RNG.standard_normal((128, 128)) * 0.1
@@ -176,7 +184,22 @@ def test_reduction_with_partial_results_and_matmul_run_in_the_python_driver():
         ys.append(h.sum(axis=0))
         h = np.tanh(h @ w + xs[t])
     src = check(f, h0, w, xs, want=(h, np.stack(ys)), rtol=1e-12)
-    assert PYTHON in src and "matmul" in src
+    assert FUSED in src and PYTHON not in src and "gemm(" in src
+
+
+def test_a_library_step_the_fused_driver_lacks_runs_in_the_python_driver():
+    def f(c0, xs, idx):  # a cumulative sum: a NumPy call per step
+        return lax.scan(lambda c, x: (c + np.cumsum(x)[idx[0]], c), c0, xs)
+
+    c0, xs = np.float64(0.5), RNG.standard_normal((9, 6))
+    c, ys = 0.5, []
+    for t in range(9):
+        ys.append(c)
+        c = c + np.cumsum(xs[t])[-2]
+    src = check(f, c0, xs, np.array([-2]), want=(c, np.array(ys)))
+    assert PYTHON in src and FUSED not in src
+    with pytest.raises(IndexOutOfBounds, match="index 6 is out of bounds for axis 0"):
+        tj.jit(f, backend="cpu")(c0, xs, np.array([6]))
 
 
 @pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-12), (np.float32, 1e-5)])
@@ -319,3 +342,227 @@ def test_gradients_against_the_reference_and_finite_differences(loss, shapes):
             down[k][idx] -= eps
             fd[idx] = (f(*up) - f(*down)) / (2 * eps)
         np.testing.assert_allclose(g[1][k], fd, rtol=1e-5, atol=1e-7)
+
+
+# ---- indexing by the loop counter: gather, scatter, reshape, slices in the fused driver
+
+
+def drivers(jf, *args) -> list[str]:
+    """The drivers the loops of ``jf``'s cached function for ``args`` ran with."""
+    jf(*args)
+    graph = jf.lower(*args).optimized_graph
+    return [loops._loops[n.attrs["loop"]].driver for n in graph.nodes if n.op in LOOP_OPS]
+
+
+def scalar_loop(a):  # bench/bench_programs.py: Theano's scan example
+    trace = 0.0
+    for i in range(a.shape[0]):
+        trace += np.tanh(a[i, i])
+    return trace
+
+
+@pytest.mark.parametrize("name", ["ewma", "one_pole_lowpass", "lorenz_euler", "edit_distance",
+                                  "floyd_warshall", "needleman_wunsch", "viterbi"])
+def test_corpus_recurrences_indexing_by_the_counter_run_fused(name):
+    case = next(c for c in PROGRAMS if c.name == name)
+    jf = tj.jit(case.fn, backend="cpu")
+    args = case.args()
+    ran = drivers(jf, *args)
+    assert ran and set(ran) == {"fused"}
+    check_jit(case, "cpu")  # NumPy's results, arguments written in place included
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-12), (np.float32, 1e-5)])
+def test_the_trace_of_tanh_on_the_diagonal_runs_fused(dtype, rtol):
+    a = RNG.standard_normal((60, 60)).astype(dtype)
+    jf = tj.jit(scalar_loop, backend="cpu")
+    assert drivers(jf, a) == ["fused"]
+    np.testing.assert_allclose(jf(a), scalar_loop(a), rtol=rtol)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.int32])
+def test_a_recurrence_writing_its_output_in_place(dtype):
+    def f(x):
+        out = np.zeros_like(x)
+        out[0] = x[0]
+        for t in range(1, x.shape[0]):
+            out[t] = x[t] * 3 + out[t - 1]
+        return out
+
+    x = (RNG.standard_normal(10_000) * 10).astype(dtype)
+    jf = tj.jit(f, backend="cpu")
+    assert drivers(jf, x) == ["fused"]
+    got, want = jf(x), f(x)
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-12)
+    src = jf.lower(x).source
+    assert "# scatter" in src and "for q in range(" not in src  # the carry updated in place
+
+
+def test_negative_counter_indices_wrap():
+    def f(x):  # out[-1] at i = 0: the last element, as NumPy
+        def body(i, out):
+            out[i] = x[i] * 2.0 + out[i - 1]
+            return out
+        return lax.fori_loop(0, x.shape[0], body, np.full_like(x, 0.5))
+
+    x = RNG.standard_normal(6)
+    out = np.full_like(x, 0.5)
+    for i in range(6):
+        out[i] = x[i] * 2.0 + out[i - 1]
+    jf = tj.jit(f, backend="cpu")
+    assert drivers(jf, x) == ["fused"]
+    np.testing.assert_allclose(jf(x), out, rtol=1e-12)
+
+
+def gather_by_data(x, idx):
+    out = np.zeros(idx.shape[0])
+    for i in range(idx.shape[0]):
+        out[i] = x[idx[i]] * 2.0
+    return out
+
+
+def scatter_by_data(x, idx):
+    out = np.zeros(8)
+    for i in range(idx.shape[0]):
+        out[idx[i]] = x[i] + 1.0
+    return out
+
+
+@pytest.mark.parametrize("fn", [gather_by_data, scatter_by_data])
+def test_indices_read_from_data_wrap_and_raise_out_of_bounds(fn):
+    x = np.arange(8.0)
+    jf = tj.jit(fn, backend="cpu")
+    fine = np.array([1, -2, 3, 0, -8, 7])
+    assert drivers(jf, x, fine) == ["fused"]
+    np.testing.assert_array_equal(jf(x, fine), fn(x, fine))
+    for bad in (8, -9):
+        idx = np.array([1, 2, bad, 0, 5, 6])
+        with pytest.raises(IndexError, match=f"index {bad} is out of bounds for axis 0 "
+                           "with size 8"):
+            fn(x, idx)
+        with pytest.raises(IndexOutOfBounds, match=f"index {bad} is out of bounds for axis 0 "
+                           "with size 8") as e:
+            jf(x, idx)
+        assert e.value.location is not None and e.value.location.lineno == \
+            fn.__code__.co_firstlineno + 3  # the body's line, as the Python driver says
+    assert drivers(jf, x, fine) == ["fused"]
+
+
+@pytest.mark.parametrize("n", [0, 1, 2])
+def test_short_loops_gathering_at_their_inputs(n):
+    def f(x, i0):
+        return lax.scan(lambda c, i: (c * 0.5 + x[i], x[-1 - i]), np.float64(1.0), i0)
+
+    x, i0 = RNG.standard_normal(5), np.arange(n)
+    c, ys = 1.0, []
+    for i in range(n):
+        ys.append(x[-1 - i])
+        c = c * 0.5 + x[i]
+    jf = tj.jit(f, backend="cpu")
+    assert drivers(jf, x, i0) == ["fused"]
+    got_c, got_ys = jf(x, i0)
+    np.testing.assert_allclose(got_c, c, rtol=1e-12)
+    assert got_ys.shape == (n,)
+    np.testing.assert_allclose(got_ys, np.array(ys).reshape(n), rtol=1e-12)
+
+
+def test_rows_and_columns_of_a_square_matrix():
+    def f(a):
+        out = np.zeros_like(a)
+        for i in range(a.shape[0]):
+            out[:, i] = a[i] * 2.0 + a[:, i]  # a row, a column; a column written
+        return out
+
+    a = RNG.standard_normal((7, 7))
+    jf = tj.jit(f, backend="cpu")
+    assert drivers(jf, a) == ["fused"]
+    np.testing.assert_allclose(jf(a), f(a), rtol=1e-12)
+
+
+def test_slices_update_slices_and_concatenate_in_the_body():
+    def f(w0, xs):  # a window of the last three rows, a strided read, an overlapping write
+        def body(w, x):
+            new = np.tanh(w[2] * 0.5 + x + w[0, ::2].sum())
+            nxt = np.concatenate([w[1:], new[None]])
+            nxt[0, 1:3] = nxt[0, 0:2] + 1.0
+            return nxt, w[:, 1]
+        return lax.scan(body, w0, xs)
+
+    w0, xs = RNG.standard_normal((3, 4)), RNG.standard_normal((9, 4))
+    w, ys = w0.copy(), []
+    for t in range(9):
+        ys.append(w[:, 1])
+        new = np.tanh(w[2] * 0.5 + xs[t] + w[0, ::2].sum())
+        w = np.concatenate([w[1:], new[None]])
+        w[0, 1:3] = w[0, 0:2] + 1.0
+    jf = tj.jit(f, backend="cpu")
+    assert drivers(jf, w0, xs) == ["fused"]
+    check(f, w0, xs, want=(w, np.stack(ys)))
+
+
+def test_a_while_loop_indexing_by_its_counter():
+    def f(x, limit):
+        def body(c):
+            i, total, out = c
+            out[i] = total
+            return i + 1, total + x[i], out
+        return lax.while_loop(lambda c: c[1] < limit, body,
+                              (np.int64(0), np.float64(0.0), np.zeros_like(x)))
+
+    x = np.abs(RNG.standard_normal(50)) + 0.1
+    i, total, out = 0, 0.0, np.zeros_like(x)
+    while total < 5.0:
+        out[i] = total
+        total, i = total + x[i], i + 1
+    jf = tj.jit(f, backend="cpu")
+    assert drivers(jf, x, np.float64(5.0)) == ["fused"]
+    got = jf(x, np.float64(5.0))
+    assert int(got[0]) == i
+    np.testing.assert_allclose(got[1], total, rtol=1e-12)
+    np.testing.assert_allclose(got[2], out, rtol=1e-12)
+    with pytest.raises(IndexOutOfBounds, match="index 50 is out of bounds for axis 0"):
+        jf(x, np.float64(1e9))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int32])
+def test_argmax_argmin_and_column_reductions_in_the_fused_driver(dtype):
+    def f(c0, xs):
+        def body(c, x):
+            z = x + c
+            return c + z.max(axis=0), (z.argmax(axis=0), x.argmin(axis=1), z.argmax())
+        return lax.scan(body, c0, xs)
+
+    xs = (RNG.integers(-3, 4, (6, 5, 5))).astype(dtype)  # ties: the first one wins
+    if dtype != np.int32:
+        xs[2, 3, 1] = xs[4, 0, 0] = xs[4, 2, 0] = np.nan  # the first NaN wins
+    c0 = np.zeros(5, dtype)
+    c, ys = c0, []
+    for t in range(6):
+        z = xs[t] + c
+        ys.append((z.argmax(axis=0), xs[t].argmin(axis=1), z.argmax()))
+        c = c + z.max(axis=0)
+    jf = tj.jit(f, backend="cpu")
+    assert drivers(jf, c0, xs) == ["fused"]
+    got_c, got_ys = jf(c0, xs)
+    np.testing.assert_array_equal(got_c, c)
+    for g, w in zip(got_ys, zip(*ys, strict=True), strict=True):
+        assert g.dtype == np.int64
+        np.testing.assert_array_equal(g, np.stack(w))
+
+
+def test_concurrent_calls_of_a_fused_loop_use_their_own_scratch():
+    def f(x):
+        out = np.zeros_like(x)
+        for t in range(1, x.shape[0]):
+            out[t] = x[t] * 0.5 + out[t - 1] * 0.75
+        return out
+
+    xs = [RNG.standard_normal(3000) for _ in range(4)]
+    jf = tj.jit(f, backend="cpu")
+    assert drivers(jf, xs[0]) == ["fused"]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda x: [jf(x) for _ in range(20)], xs))
+    for x, got in zip(xs, results, strict=True):
+        for g in got:
+            np.testing.assert_allclose(g, f(x), rtol=1e-12)

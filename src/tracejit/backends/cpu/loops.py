@@ -7,10 +7,12 @@ graphs with this backend's own partition, fusion and kernels (``codegen.generate
 ``in_loop``: every loop kernel compiled, 0-d arithmetic included, since each runs once per
 step) and then runs one of two drivers:
 
-- *fused* (``fused.py``): when every step of the body is a loop kernel or a 2-d float
-  matmul (BLAS's gemm, called from compiled code), the whole loop is one compiled C
-  function, its time loop around the body's kernels, the carry in two preallocated
-  buffers it alternates between, each ``y`` slice written into the stacked output in
+- *fused* (``fused.py``): when every step of the body is a loop kernel, a 2-d float
+  matmul (BLAS's gemm, called from compiled code) or an indexing step by the loop
+  counter (``fused_steps.py``: ``out[t] = a * x[t] + b * out[t - 1]``), the whole loop
+  is one compiled C function, its time loop around the body's kernels, the carry in
+  two preallocated buffers it alternates between (one, updated in place, for a carry
+  written an element at a time), each ``y`` slice written into the stacked output in
   place (no Python per step);
 - *python*: otherwise (other library steps, a nested loop, a kernel large enough to run
   on threads), a generated Python loop calling the body's runner once per step, writing
