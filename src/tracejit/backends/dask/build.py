@@ -107,9 +107,9 @@ class Builder:
                 f"{node.op} draws from a random generator, which a Dask computation cannot "
                 "share with its caller", location=node.loc,
                 hint="draw the random numbers with dask.array.random and pass them in")
-        if node.op == "constant":
-            value = node.attrs["value"]
-            self.env[node.out] = np.asarray(value, node.out.type.dtype)
+        if node.op == "constant":  # (a weak scalar as a Python one: NumPy's promotion)
+            value = np.asarray(node.attrs["value"], node.out.type.dtype)
+            self.env[node.out] = value.item() if node.out.type.weak else value
             return
         space = self.space(node)
         if space is not None and self.join(node, space):
@@ -170,8 +170,10 @@ class Builder:
             return None
         first, *rest = stages
         for other in rest:
+            if other.shape != first.shape:
+                return None
             chunked = [a or b for a, b in zip(first.chunked, other.chunked, strict=True)]
-            if other.shape != first.shape or any(chunked[a] for _, a in first.local | other.local) \
+            if any(chunked[a] for _, a in first.local | other.local) \
                     or any(first.roles.get(v, r) != r for v, r in other.roles.items()):
                 return None
         for other in rest:
@@ -259,13 +261,15 @@ class Builder:
         pairs = []
         for v in stage.inputs:
             x = self.env[v]
-            if v.type.ndim == 0:
-                pairs += [x, None]
+            if v.type.ndim == 0:  # a Dask scalar is a dependency; others go in as they are
+                pairs += [x, ""] if _is_dask(x) else [x, None]
             else:
                 x = x if _is_dask(x) else da.from_array(np.asarray(x), chunks=-1)
                 pairs += [x, stage.roles[v]]
+        given = set("".join(i for i in pairs[1::2] if i))
+        new_axes = {c: n for c, n in zip(ind, stage.shape, strict=True) if c not in given}
         outs = da.blockwise(s, ind, *pairs, dtype=object, meta=np.empty((0,) * nd, object),
-                            concatenate=True)
+                            concatenate=True, new_axes=new_axes)
         self.precompile(s, stage, pairs, outs.chunks)
         for i, v in enumerate(outputs):
             shape = _stage_shape(v, stage, self.producer)

@@ -1,0 +1,283 @@
+"""Jitted functions on Dask arrays: Dask arrays in, Dask arrays out, on a real cluster.
+
+Most tests run on a ``dask.distributed.LocalCluster`` of 2 worker processes (started once
+for the module, closed at its end); the drawn programs run on Dask's synchronous
+scheduler with the chunks on the reference backend, which tests the plan (what is a
+stage, what a partial reduction, what Dask's own op) rather than the kernels. Results are
+compared with NumPy; sums over chunked axes add in Dask's order, so within a tolerance.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from numpy_compare import assert_same
+from test_differential import SETTINGS, programs
+
+import tracejit as tj
+from tracejit.errors import InvalidArgument, RechunkWarning
+
+da = pytest.importorskip("dask.array", reason="Dask is in the test extra")
+dask = pytest.importorskip("dask")
+distributed = pytest.importorskip("distributed")
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
+TIMEOUT = 120  # seconds for a cluster computation: a cold worker compiles kernels
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=None)
+    c = distributed.Client(cluster)
+    yield c
+    c.close()
+    cluster.close()
+
+
+def rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def done(client, *xs) -> list:
+    return client.gather(client.compute(list(xs)), errors="raise")
+
+
+def chain(x, y):
+    return np.tanh(x * y + .5) * np.exp(-x * x) + np.sqrt(np.abs(y))
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+# --------------------------------------------------------------------------- on the cluster
+
+
+def test_an_elementwise_chain_gives_dask_arrays_chunk_by_chunk(client):
+    x, y = rng().random((400, 64), np.float32), rng(1).random((400, 64), np.float32)
+    f = tj.jit(chain)
+    dx, dy = da.from_array(x, chunks=(100, 64)), da.from_array(y, chunks=(100, 32))
+    out = f(dx, dy)
+    assert isinstance(out, da.Array) and out.numblocks == (4, 2)  # lazy: a Dask graph
+    (got,) = done(client, out)
+    np.testing.assert_allclose(got, chain(x, y), rtol=2e-6)
+    assert f.lower(dx, dy).plan.count("blockwise") == 1  # one fused stage
+
+
+@pytest.mark.parametrize("axis", [0, 1, None, (0, 1)])
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("op", ["sum", "max", "min", "mean", "prod"])
+def test_reductions_along_chunked_and_whole_axes(client, op, axis, keepdims):
+    x = rng().random((60, 60)) + 0.5  # square: an axis mix-up cannot hide behind the shape
+    dx = da.from_array(x, chunks=(15, 60))
+    f = tj.jit(lambda x: getattr(np, op)(x * 2 - 1, axis=axis, keepdims=keepdims))
+    (got,) = done(client, f(dx))
+    want = getattr(np, op)(x * 2 - 1, axis=axis, keepdims=keepdims)
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+    assert np.shape(got) == np.shape(want)
+
+
+def test_a_row_softmax_whole_rows_and_split_rows(client):
+    x = rng().standard_normal((256, 48))
+    f = tj.jit(softmax)
+    rows = da.from_array(x, chunks=(64, 48))  # each row in one chunk: one stage
+    cols = da.from_array(x, chunks=(64, 16))  # rows split: partial max and sum per chunk
+    got_rows, got_cols = done(client, f(rows), f(cols))
+    np.testing.assert_allclose(got_rows, softmax(x), rtol=1e-12)
+    np.testing.assert_allclose(got_cols, softmax(x), rtol=1e-12)
+    assert "partial" not in f.lower(rows).plan
+    assert "tree reduction" in f.lower(cols).plan
+
+
+def test_matmul_with_an_epilogue_and_a_numpy_operand(client):
+    x, w, b = rng().standard_normal((300, 5)), rng(1).standard_normal((5, 7)), np.ones(7)
+    f = tj.jit(lambda x, w, b: np.tanh(x @ w + b))
+    g = tj.jit(lambda x: x.T @ x)  # contracted over the chunked axis: Dask's tree sum
+    dx = da.from_array(x, chunks=(75, 5))
+    got, gram = done(client, f(dx, w, b), g(dx))
+    np.testing.assert_allclose(got, np.tanh(x @ w + b), rtol=1e-12)
+    np.testing.assert_allclose(gram, x.T @ x, rtol=1e-12)
+    assert "matmul, add, tanh" in f.lower(dx, w, b).plan
+
+
+def test_the_tutorial_network_over_four_row_chunks(client):
+    sys.path.insert(0, EXAMPLES)
+    import two_moons as tm
+
+    from tracejit.datasets import make_moons
+
+    X, y = make_moons(2000, 0.2, rng())
+    Y = np.eye(2, dtype=np.float32)[y]
+    p = tm.init_params()
+    dX, dY = da.from_array(X, chunks=(500, 2)), da.from_array(Y, chunks=(500, 2))
+    value, grads = tj.value_and_grad(tm.loss)(p, dX, dY)
+    stepped = tm.train_step(p, dX, dY)
+    got_value, got_grads, got_step = done(client, value, grads, stepped)
+    want_value, want_grads = tj.value_and_grad(tm.loss)(p, X, Y)
+    np.testing.assert_allclose(got_value, want_value, rtol=1e-5)
+    for k in p:
+        np.testing.assert_allclose(got_grads[k], want_grads[k], rtol=1e-4, atol=1e-7)
+        np.testing.assert_allclose(got_step[k], tm.numpy_train_step(p, X, Y)[k], rtol=1e-4,
+                                   atol=1e-6)
+
+
+def test_workers_load_the_kernels_the_client_compiled(client):
+    """The plan compiles each stage once per block signature in the client; workers on
+    this machine load it from the shared disk cache instead of compiling per task."""
+    x = rng().random((800, 32))
+    f = tj.jit(lambda x: np.sin(x) * np.cos(x) + 3.25)
+    stats = lambda: dict(vars(__import__("tracejit.backends.cpu", fromlist=["cpu"]).stats()))
+    before = client.run(stats)
+    (got,) = done(client, f(da.from_array(x, chunks=(100, 32))))
+    np.testing.assert_allclose(got, np.sin(x) * np.cos(x) + 3.25, rtol=1e-14)
+    after = client.run(stats)
+    compiled = sum(after[w]["compiled"] - before[w]["compiled"] for w in after)
+    loaded = sum(after[w]["loaded"] - before[w]["loaded"] for w in after)
+    assert compiled == 0 and loaded >= 1, (before, after)
+
+
+def test_a_worker_killed_mid_computation_does_not_change_the_result(client):
+    """The fixture's cluster loses a worker process while it computes: Dask's nanny
+    restarts it and the scheduler reruns its tasks; the result is NumPy's and the call
+    finishes (it is waited for with a timeout, so a hang fails the test)."""
+    dx = da.random.default_rng(0).random((4000, 500), chunks=(50, 500))
+    x = dx.compute()
+    f = tj.jit(lambda x: (np.exp(-x * x) * np.tanh(x)).sum(axis=0))
+    out = f(dx)  # 80 tasks of a few ms each, and the sum
+    future = client.compute(out)
+    victim, pid = next(iter(client.run(os.getpid).items()))
+    killed = threading.Event()
+
+    def kill() -> None:  # as soon as the victim runs one of the tasks
+        while not future.done():
+            if client.processing().get(victim):
+                os.kill(pid, signal.SIGKILL)
+                killed.set()
+                return
+            time.sleep(0.005)
+
+    threading.Thread(target=kill, daemon=True).start()
+    got = future.result(timeout=TIMEOUT)
+    np.testing.assert_allclose(got, (np.exp(-x * x) * np.tanh(x)).sum(axis=0), rtol=1e-10)
+    assert killed.is_set(), "the worker was not killed while the computation ran"
+    client.wait_for_workers(2, timeout=TIMEOUT)
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_unknown_chunk_sizes_are_refused_naming_the_argument():
+    x = da.from_array(rng().random(100), chunks=25)
+    masked = x[x > 0.5]  # sizes known only after computing
+    with pytest.raises(InvalidArgument, match="argument y .*unknown chunk sizes"):
+        tj.jit(lambda x, y: x)(x, masked)
+
+
+def test_mismatched_chunks_are_unified_as_dask_does():
+    x, y = rng().random((90, 4)), rng(1).random((90, 4))
+    f = tj.jit(lambda x, y: x * y + x)
+    got = f(da.from_array(x, chunks=(30, 4)), da.from_array(y, chunks=(45, 2)))
+    with dask.config.set(scheduler="synchronous"):
+        np.testing.assert_allclose(got.compute(), x * y + x, rtol=1e-15)
+
+
+def test_an_op_needing_a_whole_axis_warns_at_the_users_line():
+    x = rng().random((40, 6))
+    f = tj.jit(lambda x: np.sort(x, axis=0) * 2)
+    with pytest.warns(RechunkWarning, match="test_dask.py") as record:
+        out = f(da.from_array(x, chunks=(10, 6)))
+    assert "sort" in str(record[0].message) or "argsort" in str(record[0].message)
+    with dask.config.set(scheduler="synchronous"):
+        np.testing.assert_allclose(out.compute(), np.sort(x, axis=0) * 2)
+
+
+def test_a_whole_axis_op_on_one_chunk_does_not_warn():
+    x = rng().random((40, 6))
+    f = tj.jit(lambda x: np.sort(x, axis=0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RechunkWarning)
+        out = f(da.from_array(x, chunks=-1))
+    with dask.config.set(scheduler="synchronous"):
+        np.testing.assert_allclose(out.compute(), np.sort(x, axis=0))
+
+
+def test_writes_into_a_dask_argument_update_it_lazily():
+    x = rng().random((20, 3))
+
+    def clamp(a):
+        a[a < 0.5] = 0.5
+        return a.sum()
+
+    dx = da.from_array(x.copy(), chunks=(5, 3))
+    total = tj.jit(clamp)(dx)
+    want = x.copy()
+    want_total = clamp(want)
+    with dask.config.set(scheduler="synchronous"):
+        np.testing.assert_allclose(dx.compute(), want)
+        np.testing.assert_allclose(total.compute(), want_total)
+
+
+def test_random_draws_are_refused_with_dask_arguments():
+    f = tj.jit(lambda x, g: x + g.random(x.shape))
+    with pytest.raises(tj.errors.UnsupportedOperation, match="dask.array.random"):
+        f(da.ones((4, 4), chunks=2), np.random.default_rng(0))
+
+
+def test_import_tracejit_does_not_import_dask():
+    code = "import sys, tracejit; assert 'dask' not in sys.modules, 'dask imported'"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+# --------------------------------------------------------------------------- drawn programs
+
+
+@st.composite
+def chunked(draw, x: np.ndarray):
+    """``x`` as a Dask array split at drawn places on each axis."""
+    chunks = []
+    for n in x.shape:
+        cuts = draw(st.lists(st.integers(1, max(n - 1, 1)), max_size=3, unique=True)) \
+            if n > 1 else []
+        edges = [0, *sorted(c for c in cuts if 0 < c < n), n]
+        chunks.append(tuple(b - a for a, b in zip(edges, edges[1:], strict=False)) or (n,))
+    return da.from_array(x, chunks=tuple(chunks))
+
+
+@settings(SETTINGS, max_examples=60)
+@given(prog=programs(exact_math=False), data=st.data())
+def test_drawn_programs_on_chunked_arguments_match_numpy(prog, data):
+    """A drawn NumPy program called on Dask arrays of drawn chunks (its array inputs)
+    gives NumPy's values; a program NumPy rejects raises the same builtin class."""
+    inputs = [data.draw(chunked(x)) if isinstance(x, np.ndarray) and x.ndim else x
+              for x in prog.inputs]
+    assume(any(isinstance(x, da.Array) for x in inputs))
+    f = tj.jit(prog.function(), backend="reference")
+    with dask.config.set(scheduler="synchronous"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            values = prog.evaluate([np.copy(x) if isinstance(x, np.ndarray) else x
+                                    for x in prog.inputs])
+        except Exception as exc:
+            from numpy_compare import builtin_error
+
+            with pytest.raises(builtin_error(exc)):
+                dask.compute(f(*prog.pack(inputs)))
+            return
+        got = dask.compute(f(*prog.pack(inputs)))[0]
+    for out, index in zip(got, prog.outputs, strict=True):
+        want = values[index]  # (Dask computes 0-d arrays where NumPy gives scalars)
+        if isinstance(out, np.ndarray) and out.ndim == 0:
+            out = out[()]
+        assert_same(out, want, prog.tolerance(values, index) or 1e-12)
