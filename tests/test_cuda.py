@@ -6,40 +6,25 @@ that compiles the generated CUDA C with g++ and runs each block's threads as OS 
 on a machine whose CuPy sees a GPU (TRACEJIT_TEST_REAL_GPU=1) they run on the real one.
 """
 
-import os
 import sys
 
+import gpu
 import numpy as np
 import pytest
 
 import tracejit as tj
-from tracejit import targets
 from tracejit.errors import IndexOutOfBounds, KernelError, PlacementError, PlacementWarning
 
-REAL = os.environ.get("TRACEJIT_TEST_REAL_GPU", "") not in ("", "0")
+REAL = gpu.REAL
 if not REAL:
     import cudasim
-
-
-def _forget_cupy():
-    targets._cupy.cache_clear()
-    targets._gpu_count.cache_clear()
 
 
 @pytest.fixture
 def cp(monkeypatch):
     """CuPy (or its emulation, with two GPUs), and a fresh device state afterwards."""
-    monkeypatch.setattr(targets, "gpu_requested", False)
-    if REAL:
-        import cupy
-
-        yield cupy
-        return
-    with cudasim.installed(scheduler="fibers") as cupy:
-        cudasim.set_device_count(2)
-        _forget_cupy()
-        yield cupy
-    _forget_cupy()
+    with gpu.cupy(monkeypatch, 2) as module:
+        yield module
 
 
 def transfers(stats):

@@ -8,18 +8,18 @@ step" is checked by counting them for two trip counts, not by timing. With
 TRACEJIT_TEST_REAL_GPU=1 the tests run on CuPy's GPU and skip the counts.
 """
 
-import os
 import re
 import shutil
 
+import gpu
 import numpy as np
 import pytest
 
 import tracejit as tj
-from tracejit import lax, targets
+from tracejit import lax
 from tracejit.errors import PlacementError, PlacementWarning
 
-REAL = os.environ.get("TRACEJIT_TEST_REAL_GPU", "") not in ("", "0")
+REAL = gpu.REAL
 # a loop that silently fell back to the CPU would still give the right answers
 pytestmark = [pytest.mark.filterwarnings("error::tracejit.errors.PlacementWarning")]
 if not REAL:
@@ -32,24 +32,11 @@ if not REAL:
 RNG = np.random.default_rng(15)
 
 
-def _forget_cupy():
-    targets._cupy.cache_clear()
-    targets._gpu_count.cache_clear()
-
-
 @pytest.fixture
 def cp(monkeypatch):
     """CuPy (or its emulation, one GPU), and a fresh device state afterwards."""
-    monkeypatch.setattr(targets, "gpu_requested", False)
-    if REAL:
-        import cupy
-
-        yield cupy
-        return
-    with cudasim.installed(scheduler="fibers") as cupy:
-        _forget_cupy()
-        yield cupy
-    _forget_cupy()
+    with gpu.cupy(monkeypatch, 1) as module:
+        yield module
 
 
 def host(x):

@@ -281,3 +281,31 @@ def test_drawn_programs_on_chunked_arguments_match_numpy(prog, data):
         if isinstance(out, np.ndarray) and out.ndim == 0:
             out = out[()]
         assert_same(out, want, prog.tolerance(values, index) or 1e-12)
+
+
+# --------------------------------------------------------------------------- GPU chunks
+
+
+def test_cupy_chunks_run_their_stages_on_the_cuda_backend(monkeypatch):
+    """Dask arrays of CuPy chunks (the emulated GPU here): each stage is placed on the
+    GPU and compiled by the CUDA backend; the partial sums are combined on the device."""
+    import shutil
+
+    import gpu
+
+    from tracejit.backends.dask import blocks
+
+    if not gpu.REAL:
+        import cudasim
+
+        if shutil.which(cudasim._cuda.CXX) is None:
+            pytest.skip(f"no {cudasim._cuda.CXX}: the emulated GPU compiles kernels with it")
+    x = rng().random((64, 8)).astype(np.float32)
+    with gpu.cupy(monkeypatch) as cp:
+        dx = da.from_array(cp.asarray(x), chunks=(16, 8), asarray=False)
+        f = tj.jit(lambda x: np.tanh(x * 2 + 1).sum(axis=0))
+        with dask.config.set(scheduler="synchronous"):
+            out = f(dx).compute()
+        assert type(out).__module__.startswith("cupy")
+        np.testing.assert_allclose(tj.to_host(out), np.tanh(x * 2 + 1).sum(axis=0), rtol=1e-5)
+    assert any(key[1] == "cuda" for key in blocks._RUNNERS)

@@ -245,7 +245,12 @@ class ndarray:
         return NotImplemented
 
     def __array_function__(self, func, types, args, kwargs):
-        return NotImplemented
+        """As CuPy's: NumPy's function on device arrays is CuPy's of the same name, where
+        there is one (Dask calls ``np.sum`` on CuPy chunks); otherwise NumPy refuses."""
+        import cupy  # this module as installed (``cudasim.installed``)
+
+        ours = getattr(cupy, func.__name__, None)
+        return NotImplemented if ours is None else ours(*args, **kwargs)
 
 
 ndarray.__module__ = "cupy"
@@ -456,7 +461,21 @@ def where(condition, x, y) -> ndarray:
                          _operand(y, "where")))
 
 
+def take(a, indices, axis=None) -> ndarray:
+    return _new(np.take(_operand(a, "take"), _operand(indices, "take"), axis=axis))
+
+
+def tensordot(a, b, axes=2) -> ndarray:
+    return _new(np.tensordot(_operand(a, "tensordot"), _operand(b, "tensordot"), axes))
+
+
+def asnumpy(a) -> np.ndarray:
+    """``cupy.asnumpy``: a device array's copy on the host (Dask's to_numpy)."""
+    return a.get() if isinstance(a, ndarray) else np.asarray(a)
+
+
 FUNCTIONS = {
+    "take": take, "tensordot": tensordot, "asnumpy": asnumpy,
     "isnan": isnan, "where": where,
     "asarray": asarray, "ascontiguousarray": ascontiguousarray, "empty": empty,
     "zeros": zeros, "full": full, "matmul": matmul, "broadcast_to": broadcast_to,

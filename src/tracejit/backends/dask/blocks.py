@@ -12,6 +12,7 @@ signature, not once per task, and the function itself pickles small: its templat
 from __future__ import annotations
 
 import hashlib
+import sys
 import threading
 
 import numpy as np
@@ -61,25 +62,38 @@ class Stage:
         return Graph(list(new[v] for v in self.inputs), nodes, [new[v] for v in self.outputs],
                      self.name)
 
-    def runner(self, types: list[TensorType], backend: str):
-        key = (self.fingerprint, backend, tuple((t.shape, t.dtype.str, t.weak) for t in types))
+    def runner(self, types: list[TensorType], backend: str, device: int = 0):
+        key = (self.fingerprint, backend, device,
+               tuple((t.shape, t.dtype.str, t.weak) for t in types))
         found = _RUNNERS.get(key)
         if found is None:
-            if backend == "cuda":
+            graph = self.graph_for(types)
+            if backend == "cuda":  # placed as jit places a call on CuPy arrays
+                from ... import targets
+                from ...passes.placement import place
                 from .. import cuda as compiler
+
+                gpu = targets.Device("cuda", device)
+                graph = place(graph, gpu, [gpu if t.ndim else None for t in types],
+                              compiler.supports, targets.CPU)
             elif backend == "reference":
                 from .. import reference as compiler
             else:
                 from .. import cpu as compiler
-            found = compiler.compile(self.graph_for(types))
+            found = compiler.compile(graph)
             with _LOCK:
                 found = _RUNNERS.setdefault(key, found)
         return found
 
     def __call__(self, *chunks) -> tuple:
-        gpu = any(type(c).__module__.startswith("cupy") for c in chunks)
+        gpu = next((c for c in chunks if type(c).__module__.startswith("cupy")), None)
         types = [_type_of(c, v.type) for c, v in zip(chunks, self.inputs, strict=True)]
-        return tuple(self.runner(types, "cuda" if gpu else self.backend)(*chunks))
+        if gpu is None:
+            return tuple(self.runner(types, self.backend)(*chunks))
+        cupy = sys.modules[type(gpu).__module__]  # a NumPy array (a constant) goes over too
+        chunks = [cupy.asarray(c) if isinstance(c, np.ndarray) and c.ndim else c
+                  for c in chunks]
+        return tuple(self.runner(types, "cuda", gpu.device.id)(*chunks))
 
     def __reduce__(self):  # the template travels; the compiled runners stay per process
         return (Stage, (self.inputs, self.nodes, self.outputs, self.keepdims, self.name,
@@ -88,7 +102,7 @@ class Stage:
 
 def _type_of(chunk, template: TensorType) -> TensorType:
     """A chunk's type: the template's dtype and weakness, the chunk's shape."""
-    shape = tuple(np.shape(chunk))
+    shape = tuple(getattr(chunk, "shape", ()))
     return TensorType(shape, template.dtype, template.weak)
 
 
