@@ -269,13 +269,14 @@ class Builder:
         given = set("".join(i for i in pairs[1::2] if i))
         new_axes = {c: n for c, n in zip(ind, stage.shape, strict=True) if c not in given}
         outs = da.blockwise(s, ind, *pairs, dtype=object, meta=np.empty((0,) * nd, object),
-                            concatenate=True, new_axes=new_axes)
+                            concatenate=True, new_axes=new_axes, token=f"tracejit-{s.name}")
         self.precompile(s, stage, pairs, outs.chunks)
         for i, v in enumerate(outputs):
             shape = _stage_shape(v, stage, self.producer)
             adjust = {ind[j]: 1 for j in range(nd) if shape[j] == 1 and stage.shape[j] != 1}
             arr = da.blockwise(item(i), ind, outs, ind, dtype=v.type.dtype,
-                               meta=np.empty((0,) * nd, v.type.dtype), adjust_chunks=adjust)
+                               meta=np.empty((0,) * nd, v.type.dtype), adjust_chunks=adjust,
+                               token=f"tracejit-{s.name}-{i}")
             self.env[v] = self.finish(v, arr, stage, shape)
         for v in members:
             self.pending.pop(v, None)
