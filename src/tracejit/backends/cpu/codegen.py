@@ -273,9 +273,19 @@ def _inline_call(mod: Module, k: int, node: Node, in_place: bool, body: list[str
     value may be a Python scalar); an update stores on a line of its own in ``body`` (in a
     copy unless ``in_place``) and the expression is its result."""
     x = node.inputs[0] if node.inputs else None
-    if x is None or x.type.ndim == 0:
+    if x is None:
         return None
     name, attrs = mod.name(x), node.attrs
+    if node.op == "concatenate":  # (the registry's lambda, less its frame)
+        return f"np.concatenate(({', '.join(mod.name(v) for v in node.inputs)},), " \
+               f"axis={attrs['axis']!r})"
+    if node.op == "convert":  # (the registry's implementation, spelt out)
+        mod.namespace[f"dtype{k}"] = attrs["dtype"]
+        return f"np.asarray({name}).astype(dtype{k})"
+    if x.type.ndim == 0:
+        if node.op == "reshape":  # a 0-d value may be a Python scalar: no method
+            return f"np.asarray({name}).reshape({tuple(attrs['shape'])!r})"
+        return None
     if node.op == "slice":
         mod.namespace[f"key{k}"] = slice_key(**attrs)
         return f"{name}[key{k}]"
