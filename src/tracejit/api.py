@@ -432,6 +432,14 @@ class JitFunction:
 
     def _call(self, args, kwargs, bound):
         device, strict = self._target()
+        simple = None
+        if not (bound or self._fast_path_off or _PROFILES or device is not None):
+            simple = self._simple_key(args, kwargs)  # ints, strs, None, keywords too
+            if simple is not None:
+                entry = self._fast.get(simple[0])
+                if entry is not None:
+                    next(self._hits)
+                    return entry.finish(entry.run(*simple[1]))
         sig = None
         if not (kwargs or bound or self._fast_path_off):
             sig = _arrays_signature(args, device, strict)  # positional arrays, nothing static
@@ -458,7 +466,66 @@ class JitFunction:
         if arrays_only and device is None:  # __call__ finds it without building a signature
             self._fast[tuple(_FLOAT if type(a) is float else (a.shape, a.dtype)
                              for a in args)] = entry
+        elif simple is not None:  # (its key was made before this call's compile, if any)
+            self._fast[simple[0]] = entry
         return entry.finish(outs)
+
+    def _simple_key(self, args: tuple, kwargs: dict) -> tuple[tuple, list] | None:
+        """For a call whose arguments are all ndarrays, Python floats, ints, bools, strs or
+        None (positional or keyword; nothing static by ``static_argnums``): a key that
+        tells its signature apart as the general one does, and its dynamic leaves in the
+        order the entry takes them (positional, then keywords by name, as pytree flattens
+        a dict); None for any other call. An int or bool the function needs concretely
+        (``ConcreteInts``) and a str are keyed by value, None by itself."""
+        key: list = []
+        leaves: list = []
+        concrete = self._concrete.paths
+        names = self._param_names
+        for i, a in enumerate(args):
+            t = type(a)
+            if t is _ndarray:
+                key.append((a.shape, a.dtype))
+                leaves.append(a)
+            elif t is float:
+                key.append(_FLOAT)
+                leaves.append(a)
+            elif a is None:
+                key.append(None)
+            elif t is int or t is bool:
+                if concrete and (names[i] if i < len(names) else f"arg{i}") in concrete:
+                    key.append((t, a))
+                else:
+                    key.append(t)
+                    leaves.append(a)
+            elif t is str:
+                key.append((t, a))
+            else:
+                return None
+        if kwargs:
+            key.append(_KWARGS)
+            for name in sorted(kwargs):
+                a = kwargs[name]
+                t = type(a)
+                key.append(name)
+                if t is _ndarray:
+                    key.append((a.shape, a.dtype))
+                    leaves.append(a)
+                elif t is float:
+                    key.append(_FLOAT)
+                    leaves.append(a)
+                elif a is None:
+                    key.append(None)
+                elif t is int or t is bool:
+                    if name in concrete:
+                        key.append((t, a))
+                    else:
+                        key.append(t)
+                        leaves.append(a)
+                elif t is str:
+                    key.append((t, a))
+                else:
+                    return None
+        return tuple(key), leaves
 
     def _compile(self, sig: CallSignature, leaves) -> tuple[_Entry, list]:
         """Build the entry for a new signature and make its first call."""
@@ -711,10 +778,11 @@ def _profiled_call(entry: _Entry, leaves) -> list:
             runner = entry.profiled = entry.runner.profiled()
             entry.compile_s += time.perf_counter() - start
         start = time.perf_counter()
-        _check_writeable(entry.writes, leaves, entry.lowered.optimized_graph)
+        writer = _Writes(entry.writes, entry.lowered.optimized_graph)
+        writer.check(leaves)
         outs, times = runner.timed(*leaves)
         profiler.record(entry, runner.steps, time.perf_counter() - start, times)
-    return _write_back(entry.writes, leaves, outs)
+    return writer.store(leaves, outs)
 
 
 @functools.lru_cache(maxsize=64)
@@ -724,7 +792,11 @@ def _plain_tree(n: int):
 
 
 _ndarray = np.ndarray
-_FLOAT = ((), WEAK_DEFAULT[float])  # the fast path's key of a Python float argument
+# The fast path's key of a Python float argument: the type itself, unlike any array's
+# (shape, dtype), a 0-d float64 array's included (which is not weakly typed: x * f32 array
+# differs); the keys of _simple_key's other arguments are tagged alike.
+_FLOAT = float
+_KWARGS = object()  # in a _simple_key: the keyword arguments follow
 _FLOAT_LEAF = ((), WEAK_DEFAULT[float], True, None)  # and its leaf key (see _leaf_key)
 
 
@@ -803,72 +875,135 @@ def _first(outs):
     return outs[0]
 
 
+def _none(outs) -> None:
+    return None
+
+
 def _writing(fn, writes: tuple, graph: Graph):
     """``fn`` (a runner's), then what the function wrote to its arguments (its last
     outputs: see ``trace_function``) stored into the caller's arrays, as NumPy would have
     changed them; returns the function's own outputs."""
     if not writes:
         return fn
+    writer = _Writes(writes, graph)
+    check, store = writer.check, writer.store
 
     def run(*leaves):
-        _check_writeable(writes, leaves, graph)
-        return _write_back(writes, leaves, fn(*leaves))
+        check(leaves)
+        return store(leaves, fn(*leaves))
 
     return run
 
 
-def _check_writeable(writes: tuple, leaves, graph: Graph) -> None:
-    """Before running: every array written to is writeable, and shares no memory with
-    another argument (the trace took them for separate arrays, which NumPy would not)."""
-    arrays = [(j, x) for j, x in enumerate(leaves) if isinstance(x, np.ndarray)]
-    for i, _ in writes:
-        leaf, name = leaves[i], graph.inputs[i].name or f"in{i}"
-        if isinstance(leaf, np.ndarray) and not leaf.flags.writeable:  # (CuPy's always are)
-            raise ReadOnlyDestination(f"assignment destination is read-only: the function "
-                                      f"writes to argument {name!r}, whose array is not "
-                                      "writeable")
-        other = next((j for j, x in arrays if j != i and isinstance(leaf, np.ndarray)
-                      and np.may_share_memory(leaf, x)), None)
-        if other is not None:
-            raise InPlaceArgumentError(
-                f"the function writes to argument {name!r}, which shares memory with "
-                f"argument {graph.inputs[other].name or f'in{other}'!r}: the trace took "
-                "them for separate arrays", hint="pass a copy of one of them")
+_HOST = (np.ndarray, np.generic)
 
 
-def _write_back(writes: tuple, leaves, outs) -> list:
-    n = len(outs) - sum(len(regions) for _, regions in writes)
-    written = [leaves[i] for i, _ in writes if isinstance(leaves[i], np.ndarray)]
-    # an output may be the runner's view of an argument written below: keep what it holds
-    outs = [o.copy() if isinstance(o, np.ndarray) and any(
-        np.may_share_memory(o, w) for w in written) else o for o in outs]
-    stored = iter(outs[n:])
-    for i, regions in writes:
-        leaf = leaves[i]
-        where = targets.device_of(leaf)
-        for attrs in regions:
-            new = next(stored)
-            key = Ellipsis if attrs is None else slice_key(**attrs)
-            if isinstance(leaf, np.ndarray):
-                leaf[key] = targets.to_host(new)
-            elif where is not None:  # a CuPy array: updated on its device
-                leaf[key] = targets.to_device(new, where)
-            elif targets.dask_array(leaf):  # Dask's item assignment: a new graph, lazily
-                leaf[key] = new
-            # (a Python or NumPy scalar cannot change: the caller keeps its value, as NumPy)
-    return outs[:n]
+class _Writes:
+    """What a function writes to its arguments (``trace_function``'s ``writes``: per
+    written argument leaf, its regions), prepared once per signature so that a cached
+    call does only the checks and stores it needs: the positions, names and index keys
+    are computed here, not per call."""
+
+    __slots__ = ("graph", "n", "keys", "others")
+
+    def __init__(self, writes: tuple, graph: Graph):
+        self.graph = graph
+        self.n = len(graph.outputs) - sum(len(regions) for _, regions in writes)
+        # per written leaf: its position and the index key of each region it writes
+        self.keys = tuple((i, tuple(Ellipsis if attrs is None else slice_key(**attrs)
+                                    for attrs in regions)) for i, regions in writes)
+        # per written leaf: the positions of the other leaves (those it must not overlap)
+        self.others = tuple((i, tuple(j for j in range(len(graph.inputs)) if j != i))
+                            for i, _ in writes)
+
+    def _name(self, i: int) -> str:
+        return self.graph.inputs[i].name or f"in{i}"
+
+    def check(self, leaves) -> None:
+        """Before running: every array written to is writeable, and shares no memory with
+        another argument (the trace took them for separate arrays, which NumPy would not)."""
+        for i, others in self.others:
+            leaf = leaves[i]
+            if not isinstance(leaf, _ndarray):  # (CuPy's arrays are always writeable)
+                continue
+            if not leaf.flags.writeable:
+                raise ReadOnlyDestination(f"assignment destination is read-only: the function "
+                                          f"writes to argument {self._name(i)!r}, whose array "
+                                          "is not writeable")
+            # Two different arrays that own memory allocated for them alone (no base,
+            # ``owndata``) share none: told without np.may_share_memory (a third of a
+            # microsecond a pair). Views, and the rare array wrapping memory it does not
+            # own, are asked about. (Plain loops here and below, no generators: one
+            # costs half a microsecond, more than the checks on a small call.)
+            owned = leaf.base is None and leaf.flags.owndata
+            for j in others:
+                x = leaves[j]
+                if not isinstance(x, _ndarray) or (owned and x is not leaf and x.base is None
+                                                   and x.flags.owndata):
+                    continue
+                if np.may_share_memory(leaf, x):
+                    raise InPlaceArgumentError(
+                        f"the function writes to argument {self._name(i)!r}, which shares "
+                        f"memory with argument {self._name(j)!r}: the trace took them for "
+                        "separate arrays", hint="pass a copy of one of them")
+
+    def store(self, leaves, outs) -> list:
+        """The runner's outputs ``outs`` stored into the written arguments; the function's
+        own outputs returned (an output that is the runner's view of a written argument
+        copied first: it keeps what it held, and a later store reads it intact)."""
+        written = [leaves[i] for i, _ in self.keys]
+        copied = None
+        for k, o in enumerate(outs):
+            if not isinstance(o, _ndarray):
+                continue
+            # An output without a base is an array the runner allocated (NumPy's results
+            # and the kernels' outputs own their memory), or an argument passed through:
+            # that one is copied if written; the checks made the arguments disjoint.
+            fresh = o.base is None
+            for w in written:
+                if o is w or not fresh and isinstance(w, _ndarray) and np.may_share_memory(o, w):
+                    if copied is None:
+                        copied = list(outs)
+                    copied[k] = o.copy()
+                    break
+        if copied is not None:
+            outs = copied
+        j = self.n
+        for i, keys in self.keys:
+            leaf = leaves[i]
+            if isinstance(leaf, _ndarray):
+                for key in keys:
+                    new = outs[j]
+                    if not isinstance(new, _HOST):  # a GPU's result, for a host argument
+                        new = targets.to_host(new)
+                    leaf[key] = new
+                    j += 1
+                continue
+            where = targets.device_of(leaf)
+            for key in keys:
+                if where is not None:  # a CuPy array: updated on its device
+                    leaf[key] = targets.to_device(outs[j], where)
+                elif targets.dask_array(leaf):  # Dask's item assignment: a new graph, lazily
+                    leaf[key] = outs[j]
+                # (a Python or NumPy scalar cannot change: the caller keeps its value, as NumPy)
+                j += 1
+        return outs[:self.n]
 
 
 def _finisher(out_tree, graph: Graph, writes: int = 0):
     """The function from a runner's output list (without the ``writes`` last outputs of
     the graph, the arguments' new versions) to what the user gets back."""
     copy = _shared_outputs(graph)[:len(graph.outputs) - writes]
+    if out_tree is None:  # the function returns None (it writes to its arguments)
+        return _none
     if out_tree is pytree.LEAF:
         if copy[0]:
             return lambda outs: _finish(_copy(outs[0]))
         if graph.outputs[0].type.shape:  # an array the runner allocated: return as is
             return _first
         return lambda outs: _finish(outs[0])
+    if out_tree == ("t", (pytree.LEAF,) * len(copy)) and not any(copy):  # a flat tuple
+        return lambda outs: tuple([_finish(o) for o in outs])
     if any(copy):
         return lambda outs: pytree.unflatten(
             out_tree, [_finish(_copy(o) if c else o) for o, c in zip(outs, copy, strict=True)])

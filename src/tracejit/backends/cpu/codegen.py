@@ -20,6 +20,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ...config import config
 from ...ir import Graph, Node, Value
 from ...ir.ops import slice_key
@@ -130,8 +132,12 @@ def improves_later(graph: Graph) -> bool:
 
 def _exact(node: Node) -> bool:
     """Computed bit for bit as NumPy does: an exactly rounded op that is no reduction
-    whose order a kernel chooses (``max`` is exact, ``sum`` is not)."""
-    return REGISTRY[node.op].exactness == Exactness.EXACT
+    whose order a kernel chooses (``max`` is exact, a float ``sum`` is not; an integer or
+    bool sum or product is: wrapping integer arithmetic gives one result in any order)."""
+    exactness = REGISTRY[node.op].exactness
+    return exactness == Exactness.EXACT or (
+        exactness == Exactness.ORDER and REGISTRY[node.op].monoid is not None
+        and node.out.type.dtype.kind in "biu")
 
 
 def generate(graph: Graph, profile: bool = False, later: bool = False,
@@ -218,7 +224,7 @@ _IN_PLACE = {"update_slice": _update_slice_in_place, "scatter": _scatter_in_plac
 VIEW_OPS = frozenset({"slice", "reshape", "transpose", "broadcast_to"})  # NumPy views
 # Steps whose result is a new array of the runner's own (never a view of another value).
 _FRESH = frozenset({"update_slice", "scatter", "scatter_add", "full", "concatenate", "pad",
-                    "gather", "matmul"})
+                    "gather", "matmul", "cumsum", "cumprod"})
 
 
 def _updates_in_place(graph: Graph, kernels: list[Kernel]) -> set[Node]:
@@ -253,6 +259,59 @@ def _updates_in_place(graph: Graph, kernels: list[Kernel]) -> set[Node]:
             and k.nodes[0].inputs[0] in made and read_before(k.nodes[0].inputs[0], k.nodes[0])}
 
 
+# Reductions a library step runs as their ufunc's ``reduce`` (what numpy.sum and the others
+# call, less their Python wrapper's microsecond), keyed by op: whether it takes a dtype.
+_REDUCE = {"sum": (np.add, True), "prod": (np.multiply, True), "max": (np.maximum, False),
+           "min": (np.minimum, False)}
+
+
+def _inline_call(mod: Module, k: int, node: Node, in_place: bool, body: list[str]) -> str | None:
+    """The expression computing library step ``node`` where NumPy's own method or ufunc
+    does it without the registry implementation's wrappers (a structural step on a few
+    hundred elements is a tenth of a microsecond, its wrappers a microsecond or two), or
+    None. Only where the operand is an ndarray for sure (of one dimension or more: a 0-d
+    value may be a Python scalar); an update stores on a line of its own in ``body`` (in a
+    copy unless ``in_place``) and the expression is its result."""
+    x = node.inputs[0] if node.inputs else None
+    if x is None:
+        return None
+    name, attrs = mod.name(x), node.attrs
+    if node.op == "concatenate":  # (the registry's lambda, less its frame)
+        return f"np.concatenate(({', '.join(mod.name(v) for v in node.inputs)},), " \
+               f"axis={attrs['axis']!r})"
+    if node.op == "convert":  # (the registry's implementation, spelt out)
+        mod.namespace[f"dtype{k}"] = attrs["dtype"]
+        return f"np.asarray({name}).astype(dtype{k})"
+    if x.type.ndim == 0:
+        if node.op == "reshape":  # a 0-d value may be a Python scalar: no method
+            return f"np.asarray({name}).reshape({tuple(attrs['shape'])!r})"
+        return None
+    if node.op == "slice":
+        mod.namespace[f"key{k}"] = slice_key(**attrs)
+        return f"{name}[key{k}]"
+    if node.op == "reshape":
+        return f"{name}.reshape({tuple(attrs['shape'])!r})"
+    if node.op in ("cumsum", "cumprod") and set(attrs) == {"axis", "dtype"}:
+        mod.namespace[f"attrs{k}"] = attrs  # (the ndarray method numpy.cumsum calls)
+        return f"{name}.{node.op}(**attrs{k})"
+    if node.op == "transpose":
+        return f"{name}.transpose({tuple(attrs['perm'])!r})"
+    if node.op in _REDUCE and set(attrs) <= {"axis", "keepdims", "dtype"}:
+        ufunc, with_dtype = _REDUCE[node.op]
+        mod.namespace[f"reduce{k}"] = ufunc.reduce
+        mod.namespace[f"attrs{k}"] = {a: attrs[a] for a in ("axis", "keepdims", "dtype")
+                                      if a in attrs and (with_dtype or a != "dtype")}
+        return f"reduce{k}({name}, **attrs{k})"
+    if node.op == "update_slice":
+        mod.namespace[f"key{k}"] = slice_key(**attrs)
+        out = name if in_place else mod.name(node.out)
+        if not in_place:
+            body.append(f"step = {k}; {out} = np.array({name}, copy=True)  # a copy to update")
+        body.append(f"step = {k}; {out}[key{k}] = {mod.name(node.inputs[1])}")
+        return out
+    return None
+
+
 def _nbytes(v: Value) -> int:
     return v.type.size * v.type.dtype.itemsize
 
@@ -263,12 +322,17 @@ def _emit_library(mod: Module, k: int, node: Node, body: list[str], where: str,
     fn = f"lib{k}"
     impl = _IN_PLACE[node.op] if in_place else REGISTRY[node.op].impl
     compiled = loop_step is not None and node.op in LOOP_OPS
+    args = [mod.name(v) for v in node.inputs]
+    call = None if compiled else _inline_call(mod, k, node, in_place, body)
     if compiled:  # its body compiled by this backend, run by a driver
         mod.namespace[fn] = loop_step(node.attrs["loop"])
-    else:  # a ufunc without attributes is called directly: a tiny step costs ~0.5 us
-        mod.namespace[fn] = impl if not node.attrs else (
-            lambda impl, attrs: lambda *a: impl(*a, **attrs))(impl, node.attrs)
-    call = f"{fn}({', '.join(mod.name(v) for v in node.inputs)})"
+    elif call is None:  # called directly, its attributes as keywords: no wrapper's frame
+        mod.namespace[fn] = impl
+        if node.attrs:
+            mod.namespace[f"attrs{k}"] = node.attrs
+            args.append(f"**attrs{k}")
+    if call is None:
+        call = f"{fn}({', '.join(args)})"
     out = node.out.type
     if kernel_input:  # kernels read C-contiguous arrays of exactly the IR's type
         call = f"operand({call}, {NUMBA.dtype_name(out.dtype)}, {out.shape})"
