@@ -309,3 +309,30 @@ def test_cupy_chunks_run_their_stages_on_the_cuda_backend(monkeypatch):
         assert type(out).__module__.startswith("cupy")
         np.testing.assert_allclose(tj.to_host(out), np.tanh(x * 2 + 1).sum(axis=0), rtol=1e-5)
     assert any(key[1] == "cuda" for key in blocks._RUNNERS)
+
+
+# Programs the drawn test (and its explore runs) found wrong, each a regression test:
+# (function, argument, chunks).
+FOUND = [
+    (lambda v0, v1: (np.sign(v0) + (v1 + v0),), "stages of different ranks merged"),
+    (lambda v0, v1: ((v1 + v0) % 3,), "a weak scalar constant typed strongly in a stage"),
+    (lambda v0, v1: (np.where(v1[0, :2:2, None, 0], v1, v1),),
+     "an empty chunk left by slicing, paired with a whole one"),
+    (lambda v0, v1: (np.reshape(v1, (1, 3)) * 2,), "a reshape Dask cannot chunk"),
+    (lambda v0, v1: (np.concatenate([v1[:0], v1[:0]], axis=0).sum(axis=0),),
+     "reductions and concatenations of empty arrays"),
+    (lambda v0, v1: (v0[None],), "a 0-d NumPy value reshaped"),
+]
+
+
+@pytest.mark.parametrize("fn,what", FOUND, ids=[w for _, w in FOUND])
+def test_programs_the_drawn_test_found(fn, what):
+    v0 = np.int32(3)
+    v1 = np.array([[[1], [-2], [5]]], np.int32)
+    x = da.from_array(v1, chunks=((1,), (1, 2), (1,)))
+    with dask.config.set(scheduler="synchronous"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RechunkWarning)
+        (got,) = dask.compute(tj.jit(fn, backend="reference")(v0, x))[0]
+    (want,) = fn(v0, v1)
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == want.dtype

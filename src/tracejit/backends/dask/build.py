@@ -33,6 +33,41 @@ from .blocks import Stage, item
 _AGGREGATE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min",
               "logical_or": "any", "logical_and": "all"}
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_MAX_RANK = (len(_LETTERS) - 3) // 2  # a stage's axes, 3 matmul letters, broadcast axes
+
+
+def _arg_reduction(op: str):
+    def run(da, xs, a):
+        axes = normalize_axes(a["axis"], xs[0].ndim)
+        if len(axes) != 1:
+            raise NotImplementedError("over several axes")  # (one task then)
+        return getattr(da, op)(xs[0], axis=axes[0],
+                                                           keepdims=a["keepdims"])
+    return run
+
+
+# The ops Dask computes itself, chunks and all: op -> (run(dask.array, arrays, attrs),
+# what the plan says). Each may raise NotImplementedError or ValueError where Dask cannot chunk it.
+_DASK_OPS = {
+    "matmul": (lambda da, xs, a: xs[0] @ xs[1], "dask.array.matmul (a tree sum over chunks)"),
+    "transpose": (lambda da, xs, a: xs[0].transpose(a["perm"]), "dask.array.transpose"),
+    "reshape": (lambda da, xs, a: xs[0].reshape(a["shape"]), "dask.array.reshape"),
+    "broadcast_to": (lambda da, xs, a: da.broadcast_to(
+        xs[0], a["shape"]), "dask.array.broadcast_to"),
+    "slice": (lambda da, xs, a: xs[0][slice_key(a["starts"], a["stops"], a["steps"])],
+              "slicing"),
+    "concatenate": (lambda da, xs, a: da.concatenate(
+        xs, axis=a["axis"]), "dask.array.concatenate"),
+    "cumsum": (lambda da, xs, a: xs[0].cumsum(axis=a["axis"], dtype=a["dtype"]),
+               "dask.array.cumsum (chunk by chunk, carrying the running total)"),
+    "cumprod": (lambda da, xs, a: xs[0].cumprod(axis=a["axis"], dtype=a["dtype"]),
+                "dask.array.cumprod (chunk by chunk, carrying the running product)"),
+    "full": (lambda da, xs, a: da.full(a["shape"], a["value"],
+                                                               dtype=a["dtype"]),
+             "dask.array.full"),
+    "argmax": (_arg_reduction("argmax"), "dask.array.argmax"),
+    "argmin": (_arg_reduction("argmin"), "dask.array.argmin"),
+}
 
 
 @dataclass(eq=False)
@@ -73,7 +108,7 @@ class Builder:
         import dask.array as da
 
         for v, x in zip(self.graph.inputs, leaves, strict=True):
-            self.env[v] = x
+            self.env[v] = _whole_chunks(x) if _is_dask(x) else x
         for node in self.graph.nodes:
             self.node(node)
         for stage in list(self.open):
@@ -111,8 +146,9 @@ class Builder:
             value = np.asarray(node.attrs["value"], node.out.type.dtype)
             self.env[node.out] = value.item() if node.out.type.weak else value
             return
-        space = self.space(node)
-        if space is not None and self.join(node, space):
+        empty = node.out.type.size == 0 or any(v.type.size == 0 for v in node.inputs)
+        space = None if empty else self.space(node)  # (Dask trips over empty chunks)
+        if space is not None and len(space) <= _MAX_RANK and self.join(node, space):
             return
         self.dask_op(node)
 
@@ -204,8 +240,10 @@ class Builder:
                 index = _LETTERS[nd + 1:nd + 3]
             elif node.op == "matmul":
                 index = _LETTERS[nd - v.type.ndim:nd - 1] + _LETTERS[nd]
-            else:
-                index = _LETTERS[nd - v.type.ndim:nd]
+            else:  # an axis of size 1 against a longer one: broadcast, whole in each chunk
+                first = nd - v.type.ndim
+                index = "".join(_LETTERS[j] if n == stage.shape[j] else _LETTERS[nd + 3 + j]
+                                for j, n in enumerate(v.type.shape, first))
             if stage.roles.get(v, index) != index or found.get(v, index) != index:
                 return None
             found[v] = index
@@ -319,52 +357,38 @@ class Builder:
     # ---------------------------------------------------------------- Dask's own ops
 
     def dask_op(self, node: Node) -> None:
+        """``node`` as Dask's own op (``_DASK_OPS``) where it has one that takes these
+        inputs, else as one task over whole arrays (empty ones always: Dask's ops trip
+        over zero-size chunks)."""
         import dask.array as da
 
         args = [self.get(v) for v in node.inputs]
-        a = node.attrs
-        op = node.op
+        arrays = [x if _is_dask(x) else da.from_array(np.asarray(x, v.type.dtype), chunks=-1)
+                  for x, v in zip(args, node.inputs, strict=True)]
         where = node.loc.short if node.loc else "?"
-        arrays = [x if _is_dask(x) or np.ndim(x) == 0 else da.from_array(np.asarray(x),
-                                                                         chunks=-1)
-                  for x in args]
-        if op == "matmul":
-            out, how = da.matmul(*arrays), "dask.array.matmul (a tree sum over chunks)"
-        elif op == "transpose":
-            out, how = da.transpose(arrays[0], a["perm"]), "dask.array.transpose"
-        elif op == "reshape":
-            out, how = arrays[0].reshape(a["shape"]), "dask.array.reshape"
-        elif op == "broadcast_to":
-            out, how = da.broadcast_to(arrays[0], a["shape"]), "dask.array.broadcast_to"
-        elif op == "slice":
-            out, how = arrays[0][slice_key(a["starts"], a["stops"], a["steps"])], "slicing"
-        elif op == "concatenate":
-            out, how = da.concatenate(arrays, axis=a["axis"]), "dask.array.concatenate"
-        elif op in ("cumsum", "cumprod"):
-            out = getattr(da, op)(arrays[0], axis=a["axis"], dtype=a["dtype"])
-            how = f"dask.array.{op} (chunk by chunk, carrying the running total)"
-        elif op == "full":
-            out = da.full(a["shape"], a["value"], dtype=a["dtype"])
-            how = "dask.array.full"
-        elif op in ("argmax", "argmin") and arrays[0].ndim and len(normalize_axes(
-                a["axis"], arrays[0].ndim)) == 1:
-            axis = normalize_axes(a["axis"], arrays[0].ndim)[0]
-            out = getattr(da, op)(arrays[0], axis=axis, keepdims=a["keepdims"])
-            how = f"dask.array.{op}"
-        else:
-            out, how = self.whole(node, arrays), "one task over whole arrays"
-        if out.shape != node.out.type.shape:
-            raise UnsupportedOperation(f"{op}: Dask gave shape {out.shape} where NumPy gives "
-                                       f"{node.out.type.shape}", location=node.loc)
-        self.env[node.out] = out.astype(node.out.type.dtype, copy=False)
-        self.plan.append(f"{op} at {where}: {how}")
+        out, how = None, "one task over whole arrays"
+        empty = node.out.type.size == 0 or any(v.type.size == 0 for v in node.inputs)
+        if node.op in _DASK_OPS and not empty:
+            how = _DASK_OPS[node.op][1]
+            try:
+                out = _DASK_OPS[node.op][0](da, arrays, node.attrs)
+            except (NotImplementedError, ValueError):  # (a reshape Dask cannot chunk)
+                out, how = None, "one task over whole arrays"
+            if out is not None and out.shape != node.out.type.shape:
+                out, how = None, "one task over whole arrays"
+        if out is None:  # (a weak scalar goes in as the Python scalar it stands for)
+            out = self.whole(node, [x if v.type.weak else a for x, a, v in
+                                    zip(args, arrays, node.inputs, strict=True)],
+                             warn=not empty)
+        self.env[node.out] = _whole_chunks(out.astype(node.out.type.dtype, copy=False))
+        self.plan.append(f"{node.op} at {where}: {how}")
 
-    def whole(self, node: Node, arrays: list):
-        """``node`` as one task over whole arrays (warning where that gathers chunks)."""
+    def whole(self, node: Node, arrays: list, warn: bool = True):
+        """``node`` as one task over whole arrays (``warn``: where that gathers chunks)."""
         import dask
         import dask.array as da
 
-        if any(_is_dask(x) and x.npartitions > 1 for x in arrays):
+        if warn and any(_is_dask(x) and x.npartitions > 1 for x in arrays):
             message = (f"{node.op} at {node.loc.short if node.loc else '?'} needs whole "
                        "arrays: its chunked inputs are gathered into one task (one worker's "
                        "memory)")
@@ -407,6 +431,14 @@ def _describe(s: Stage, stage: _Open, chunks) -> str:
                          f"combined by dask's {_AGGREGATE[REGISTRY[node.op].monoid.combine]}"
                          " tree reduction")
     return "\n".join(parts)
+
+
+def _whole_chunks(x):
+    """``x`` without empty chunks on a non-empty axis (Dask's slicing leaves them, and a
+    stage's blockwise alignment would pair them with whole chunks of other inputs)."""
+    if not any(0 in c and sum(c) for c in x.chunks):
+        return x
+    return x.rechunk(tuple(tuple(n for n in c if n) or c for c in x.chunks))
 
 
 def _is_dask(x) -> bool:
