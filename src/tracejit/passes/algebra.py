@@ -171,6 +171,53 @@ def _broadcast_to(node: Node, producer: Producer):
     return [new] if new else None
 
 
+def _slice(node: Node, producer: Producer):
+    """A slice taking every element in order is its input; a slice of a slice is one slice
+    (``k[::-1][::-1]`` is ``k``)."""
+    x, attrs = node.inputs[0], node.attrs
+    inner = producer(x)
+    if inner is not None and inner.op == "slice":
+        attrs = _composed(inner.attrs, attrs, node.out.type.shape)
+        x = inner.inputs[0]
+    if _whole(attrs, x.type.shape):
+        return x if x.type == node.out.type else None
+    if x is node.inputs[0]:
+        return None
+    new = _new("slice", (x,), attrs, node, node.out)
+    return [new] if new else None
+
+
+def _whole(attrs: dict, shape: tuple[int, ...]) -> bool:
+    return all(a == 0 and s == 1 and b >= n for a, b, s, n in
+               zip(attrs["starts"], attrs["stops"], attrs["steps"], shape, strict=True))
+
+
+def _composed(inner: dict, outer: dict, shape: tuple[int, ...]) -> dict:
+    """The one slice that takes ``outer`` of ``inner``'s result (``shape``, the outer
+    result's), in the IR's normal form: a stop below 0 means "through index 0"."""
+    starts, stops, steps = [], [], []
+    for d, n in enumerate(shape):
+        a1, t1 = inner["starts"][d], inner["steps"][d]
+        a2, t2 = outer["starts"][d], outer["steps"][d]
+        if n == 0:
+            a, b, t = 0, 0, 1
+        else:
+            a, t = a1 + t1 * a2, t1 * t2
+            b = a + t * n  # one step past the last index taken
+        starts.append(a)
+        stops.append(b if b >= 0 else -1)
+        steps.append(t)
+    return {"starts": tuple(starts), "stops": tuple(stops), "steps": tuple(steps)}
+
+
+def _pad(node: Node, producer: Producer):
+    """A pad of no width is its input."""
+    x = node.inputs[0]
+    if all(a == b == 0 for a, b in node.attrs["widths"]) and x.type == node.out.type:
+        return x
+    return None
+
+
 def _same_type(node: Node, producer: Producer):
     """``broadcast_to`` its own shape, ``convert`` to its own dtype (strong values only)."""
     x = node.inputs[0]
@@ -184,6 +231,8 @@ REWRITES: dict[str, Callable[[Node, Producer], Value | list[Node] | None]] = {
     "transpose": _transpose,
     "reshape": _reshape,
     "broadcast_to": _broadcast_to,
+    "slice": _slice,
+    "pad": _pad,
     "convert": _same_type,
     "stop_gradient": _same_type,  # only autodiff, which runs while tracing, looks at it
 }
