@@ -155,3 +155,18 @@ def test_reversed_twice_and_zero_width_pad_fold(backend):
         assert len(_ops(fn, x)) <= 3, _ops(fn, x)
     assert _ops(lambda x: x[::-1][::-1] * 2, x) == ["constant", "multiply"]
     assert _ops(lambda x: np.pad(x, 0) * 2, x) == ["constant", "multiply"]
+
+
+def test_reversal_through_a_squeezing_reshape_folds(backend):
+    """The corpus's conv1d_channels: ``w[o, c, ::-1]`` is a 3-d slice and a reshape to 1-d;
+    np.convolve reverses it again, and the two reversals fold through the reshape."""
+    w = _floats(60).reshape(4, 3, 5)
+    for fn in (lambda w: w[1, 2, ::-1][::-1] * 2, lambda w: w[1:2, 2, ::-1][:, 1:4] * 2,
+               lambda w: w[1, :, ::-1][::-1, 1:] * 2, lambda w: w[1][None][:, ::-1] * 2,
+               lambda w: w.reshape(12, 5)[::-1][::2] * 2):
+        _check(fn, w, backend=backend)
+    ops = _ops(lambda w: w[1, 2, ::-1][::-1] * 2, w)
+    assert ops.count("slice") == 1, ops
+    x = _floats(64)
+    assert _ops(lambda x, w: np.convolve(x, w[0, 1, ::-1], "valid") * 2, x, w).count(
+        "slice") == 1

@@ -176,6 +176,8 @@ def _slice(node: Node, producer: Producer):
     (``k[::-1][::-1]`` is ``k``)."""
     x, attrs = node.inputs[0], node.attrs
     inner = producer(x)
+    if inner is not None and inner.op == "reshape":
+        return _before_reshape(node, inner, producer)
     if inner is not None and inner.op == "slice":
         attrs = _composed(inner.attrs, attrs, node.out.type.shape)
         x = inner.inputs[0]
@@ -185,6 +187,31 @@ def _slice(node: Node, producer: Producer):
         return None
     new = _new("slice", (x,), attrs, node, node.out)
     return [new] if new else None
+
+
+def _before_reshape(node: Node, reshape: Node, producer: Producer):
+    """A slice of a reshape that only drops or inserts dims of size 1, of a slice, moves
+    before the reshape, where it composes with the inner slice: ``w[o, c, ::-1][::-1]``
+    (a 3-d slice, a reshape to 1-d, a slice) is ``w[o, c, :]``."""
+    y = reshape.inputs[0]
+    inner = producer(y)
+    src, dst = y.type.shape, reshape.out.type.shape
+    if inner is None or inner.op != "slice" or \
+            [d for d in src if d != 1] != [d for d in dst if d != 1]:
+        return None
+    kept = [d for d, n in enumerate(dst) if n != 1]
+    if any(node.out.type.shape[d] != 1 for d, n in enumerate(dst) if n == 1):
+        return None  # an empty slice of a unit dim
+    picks = iter(kept)
+    attrs = {"starts": [], "stops": [], "steps": []}
+    for n in src:
+        d = next(picks) if n != 1 else None
+        for key, unit in (("starts", 0), ("stops", 1), ("steps", 1)):
+            attrs[key].append(unit if d is None else node.attrs[key][d])
+    moved = _new("slice", (y,), {k: tuple(v) for k, v in attrs.items()}, node)
+    back = moved and _new("reshape", (moved.out,), {"shape": node.out.type.shape}, node,
+                          node.out)
+    return [moved, back] if back else None
 
 
 def _whole(attrs: dict, shape: tuple[int, ...]) -> bool:
