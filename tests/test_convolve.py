@@ -170,3 +170,41 @@ def test_reversal_through_a_squeezing_reshape_folds(backend):
     x = _floats(64)
     assert _ops(lambda x, w: np.convolve(x, w[0, 1, ::-1], "valid") * 2, x, w).count(
         "slice") == 1
+
+
+def _written(x, key, value):
+    out = x.copy()
+    out[key] = value
+    return out
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: _written(x, 1, x[0] * 2)[1] * 3,  # reads the region written
+    lambda x: _written(x, 1, x[0] * 2)[2] * 3,  # reads none of it
+    lambda x: _written(x, (slice(None), slice(1, 3)), 5.0)[:, 3:] * 3,
+    lambda x: _written(x, (slice(None), slice(1, 3)), 5.0)[:, 2:] * 3,  # overlaps: stays
+    lambda x: _written(x, slice(None, None, 2), 1.0)[1::2] + 1,  # interleaved: stays
+    lambda x: _written(x, slice(0, None, 2), 1.0)[::2] + 1,
+    lambda x: _written(x, 1, x[0] * 2)[1],
+    lambda x: _written(_written(x, 1, x[0] * 2), 1, x[2] + 1),  # the first write is lost
+    lambda x: _written(_written(x, 1, x[0] * 2), slice(1, 3), 0.5),
+], ids=lambda f: "")
+def test_read_after_write_folds(fn, backend):
+    _check(fn, _floats(24).reshape(4, 6), backend=backend)
+
+
+def test_accumulated_rows_fold_to_one_write_each():
+    """conv1d_channels' ``out[o] += ...``: each step adds to the row's previous sum as a
+    value, not read back from the array written the step before; one write per row stays."""
+    x, w = _floats(3 * 64).reshape(3, 64), _floats(60).reshape(4, 3, 5)
+
+    def conv(x, w):
+        out = np.zeros((4, 60))
+        for o in range(4):
+            for c in range(3):
+                out[o] += np.convolve(x[c], w[o, c, ::-1], mode="valid")
+        return out
+
+    ops = _ops(conv, x, w)
+    assert ops.count("update_slice") == 4 and ops.count("correlate") == 12, ops
+    assert_same(tj.jit(conv, backend="cpu")(x, w), conv(x, w))

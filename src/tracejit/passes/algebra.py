@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import TracejitError
 from ..ir import Kind, Node, Value
+from ..ir.ops import slice_length
 from ..ir.registry import REGISTRY
 from .fold import constant_value
 
@@ -178,6 +179,8 @@ def _slice(node: Node, producer: Producer):
     inner = producer(x)
     if inner is not None and inner.op == "reshape":
         return _before_reshape(node, inner, producer)
+    if inner is not None and inner.op == "update_slice":
+        return _read_after_write(node, inner)
     if inner is not None and inner.op == "slice":
         attrs = _composed(inner.attrs, attrs, node.out.type.shape)
         x = inner.inputs[0]
@@ -212,6 +215,38 @@ def _before_reshape(node: Node, reshape: Node, producer: Producer):
     back = moved and _new("reshape", (moved.out,), {"shape": node.out.type.shape}, node,
                           node.out)
     return [moved, back] if back else None
+
+
+def _read_after_write(node: Node, write: Node):
+    """A slice of ``update_slice(x, u, region)`` reading exactly the region is ``u``; one
+    reading none of it is the same slice of ``x`` (``out[o] += f(o)`` in a loop reads back
+    what the step before wrote, or what no step wrote yet)."""
+    x, updates = write.inputs
+    read, written = (_ranges(n.attrs) for n in (node, write))
+    if read == written and updates.type == node.out.type:
+        return updates
+    if any(r and w and (max(r) < min(w) or max(w) < min(r))
+           for r, w in zip(read, written, strict=True)):
+        new = _new("slice", (x,), node.attrs, node, node.out)
+        return [new] if new else None
+    return None
+
+
+def _rewritten(node: Node, producer: Producer):
+    """A write over all of an earlier write's region replaces it: ``update_slice`` of
+    ``update_slice(x, u, region)`` at the same region is the write to ``x``."""
+    inner = producer(node.inputs[0])
+    if inner is None or inner.op != "update_slice" or _ranges(inner.attrs) != _ranges(
+            node.attrs):
+        return None
+    new = _new("update_slice", (inner.inputs[0], node.inputs[1]), node.attrs, node, node.out)
+    return [new] if new else None
+
+
+def _ranges(attrs: dict) -> list[range]:
+    """The indices a slice's attributes take, per dimension."""
+    return [range(a, a + t * slice_length(a, b, t), t) for a, b, t in
+            zip(attrs["starts"], attrs["stops"], attrs["steps"], strict=True)]
 
 
 def _whole(attrs: dict, shape: tuple[int, ...]) -> bool:
@@ -259,6 +294,7 @@ REWRITES: dict[str, Callable[[Node, Producer], Value | list[Node] | None]] = {
     "reshape": _reshape,
     "broadcast_to": _broadcast_to,
     "slice": _slice,
+    "update_slice": _rewritten,
     "pad": _pad,
     "convert": _same_type,
     "stop_gradient": _same_type,  # only autodiff, which runs while tracing, looks at it
