@@ -165,6 +165,10 @@ CASES.update({
                                         full_matrices=False)[0] ** 3
                 + np.linalg.svdvals(np.eye(4, 3) * [3.0, 2.0, 1.0] + 0.1 * x), [UNIT],
                 ((4, 3),), ops=("svd",)),
+    "correlate": Case(lambda a, v: np.correlate(a, v, "same") * np.convolve(v, a, "full")[:7],
+                      [ANY, ANY], ((7,), (4,)), ops=("correlate",)),
+    "correlate-shorter-first": Case(lambda a, v: np.correlate(a, v, "full"), [ANY, ANY],
+                                    ((3,), (5,)), ops=("correlate",)),
     "cumsum": Case(lambda x: np.cumsum(x, axis=1) * np.cumsum(x[::-1]).reshape(3, 4), [ANY],
                    ((3, 4),), ops=("cumsum",)),
     "cumprod": Case(lambda x: np.cumprod(x, axis=0) + x.cumprod()[-3:].sum(), [ANY], ((4, 3),),

@@ -122,6 +122,11 @@ DECISIONS: dict[str, Row] = {
                   why=f"BLAS / cuBLAS (the samples have K > SMALL_K; float matmuls with "
                       f"K <= {SMALL_K} are CPU kernels, see test_small_k_matmul); cuBLAS has "
                       "no integer or bool matmul, so those run on the host"),
+    "correlate": Row(L, {"?il": H, "fd": L},
+                     why="np.correlate's direct loop on the CPU (faster than im2col + BLAS at "
+                         "every size measured); on the GPU its windows gathered for one cuBLAS "
+                         "product (CuPy's correlate may take an FFT), which has no integer or "
+                         "bool product, so those run on the host"),
     # ------------------------------------------------------------ linalg
     **{op: Row({"?il": NO, "fd": L}, {"?il": NO, "fd": L},
                why="LAPACK through NumPy / cuSOLVER through CuPy; the tracer converts integer "
@@ -179,6 +184,8 @@ def sample(op: str, code: str) -> Node | None:
         "argmax": lambda: _node(op, [x], axis=1, keepdims=False),
         "argmin": lambda: _node(op, [x], axis=1, keepdims=False),
         "matmul": lambda: _node(op, [x, TensorType((32, 3), dt)]),
+        "correlate": lambda: _node(op, [TensorType((32,), dt), TensorType((5,), dt)],
+                                   mode="same"),
         "cumsum": lambda: _node(op, [x], axis=1, dtype=None),
         "cumprod": lambda: _node(op, [x], axis=1, dtype=None),
         "argsort": lambda: _node(op, [x], axis=1, kind="quicksort"),

@@ -112,6 +112,7 @@ OP_CASES = {
     "searchsorted": (lambda a, v: np.searchsorted(a, v, side="right"),
                      (np.array([-1.5, 0.0, 0.5, 2.0, np.nan]), F32)),
     "matmul": (lambda a, b: a @ b, (sample(np.int64, (3, 4)), sample(np.int64, (4, 3)))),
+    "correlate": (lambda a, v: np.convolve(a, v, "same"), (sample(np.int32), F32[0])),
     "reshape": (lambda x: x.reshape(2, 6), (F32,)),
     "transpose": (lambda x: x.T, (F32,)),
     "broadcast_to": (lambda x: np.broadcast_to(x, (2, 3, 4)), (F32,)),

@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 
+from ..ir.signal_ops import padding
 from ..trace.core import bind
 from .linalg_rules import LINALG_VJP
 
@@ -270,6 +271,31 @@ def _matmul_rule(g, ans, a, b):
     return bind("matmul", g, _swap_last(b)), bind("matmul", _swap_last(a), g)
 
 
+def _correlate_rule(g, ans, a, v, *, mode):
+    """out[k] = sum_j ap[k + j] v[j], ap = a padded for ``mode``: the cotangent of ``v`` is
+    the valid correlation of ``ap`` with ``g``, that of ``ap`` the full convolution of ``g``
+    with ``v`` (of which ``a``'s is the unpadded part). Where ``len(a) < len(v)`` NumPy
+    correlates ``v`` with ``a`` and reverses the result: so does the rule."""
+    if a.shape[0] < v.shape[0]:
+        gv, ga = _correlate_vjp(_reverse(g, 0), v, a, mode)
+        return ga, gv
+    return _correlate_vjp(g, a, v, mode)
+
+
+def _correlate_vjp(g, a, v, mode):
+    """The rule for ``len(a) >= len(v)``."""
+    n = a.shape[0]
+    left, right = padding(mode, v.shape[0])
+    ap = bind("pad", a, widths=((left, right),), value=0) if left or right else a
+    gv = bind("correlate", ap, g, mode="valid")
+    if left == right == v.shape[0] - 1:  # full: the middle of the full convolution
+        return bind("correlate", g, _reverse(v, 0), mode="valid"), gv
+    gap = bind("correlate", g, _reverse(v, 0), mode="full")
+    if left == right == 0:
+        return gap, gv
+    return bind("slice", gap, starts=(left,), stops=(left + n,), steps=(1,)), gv
+
+
 # ---------------------------------------------------------------- structural
 
 
@@ -407,6 +433,7 @@ VJP = {
     "cumsum": _cumsum_rule,
     "cumprod": _cumprod_rule,
     "matmul": _matmul_rule,
+    "correlate": _correlate_rule,
     "reshape": _reshape_rule,
     "transpose": _transpose_rule,
     "broadcast_to": _broadcast_to_rule,

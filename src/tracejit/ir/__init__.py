@@ -1,6 +1,13 @@
 """The SSA IR: values, nodes, graphs, the op registry, verifier and printers."""
 
-from . import linalg_ops, loop_ops, ops, ordering_ops, random_ops  # noqa: F401  (register every op)
+from . import (  # noqa: F401  (register every op)
+    linalg_ops,
+    loop_ops,
+    ops,
+    ordering_ops,
+    random_ops,
+    signal_ops,
+)
 from .graph import Graph, Node, Value
 from .registry import REGISTRY, Kind, OpDef
 from .types import TensorType

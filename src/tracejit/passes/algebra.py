@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import TracejitError
 from ..ir import Kind, Node, Value
+from ..ir.ops import slice_length
 from ..ir.registry import REGISTRY
 from .fold import constant_value
 
@@ -171,6 +172,114 @@ def _broadcast_to(node: Node, producer: Producer):
     return [new] if new else None
 
 
+def _slice(node: Node, producer: Producer):
+    """A slice taking every element in order is its input; a slice of a slice is one slice
+    (``k[::-1][::-1]`` is ``k``)."""
+    x, attrs = node.inputs[0], node.attrs
+    inner = producer(x)
+    if inner is not None and inner.op == "reshape":
+        return _before_reshape(node, inner, producer)
+    if inner is not None and inner.op == "update_slice":
+        return _read_after_write(node, inner)
+    if inner is not None and inner.op == "slice":
+        attrs = _composed(inner.attrs, attrs, node.out.type.shape)
+        x = inner.inputs[0]
+    if _whole(attrs, x.type.shape):
+        return x if x.type == node.out.type else None
+    if x is node.inputs[0]:
+        return None
+    new = _new("slice", (x,), attrs, node, node.out)
+    return [new] if new else None
+
+
+def _before_reshape(node: Node, reshape: Node, producer: Producer):
+    """A slice of a reshape that only drops or inserts dims of size 1, of a slice, moves
+    before the reshape, where it composes with the inner slice: ``w[o, c, ::-1][::-1]``
+    (a 3-d slice, a reshape to 1-d, a slice) is ``w[o, c, :]``."""
+    y = reshape.inputs[0]
+    inner = producer(y)
+    src, dst = y.type.shape, reshape.out.type.shape
+    if inner is None or inner.op != "slice" or \
+            [d for d in src if d != 1] != [d for d in dst if d != 1]:
+        return None
+    kept = [d for d, n in enumerate(dst) if n != 1]
+    if any(node.out.type.shape[d] != 1 for d, n in enumerate(dst) if n == 1):
+        return None  # an empty slice of a unit dim
+    picks = iter(kept)
+    attrs = {"starts": [], "stops": [], "steps": []}
+    for n in src:
+        d = next(picks) if n != 1 else None
+        for key, unit in (("starts", 0), ("stops", 1), ("steps", 1)):
+            attrs[key].append(unit if d is None else node.attrs[key][d])
+    moved = _new("slice", (y,), {k: tuple(v) for k, v in attrs.items()}, node)
+    back = moved and _new("reshape", (moved.out,), {"shape": node.out.type.shape}, node,
+                          node.out)
+    return [moved, back] if back else None
+
+
+def _read_after_write(node: Node, write: Node):
+    """A slice of ``update_slice(x, u, region)`` reading exactly the region is ``u``; one
+    reading none of it is the same slice of ``x`` (``out[o] += f(o)`` in a loop reads back
+    what the step before wrote, or what no step wrote yet)."""
+    x, updates = write.inputs
+    read, written = (_ranges(n.attrs) for n in (node, write))
+    if read == written and updates.type == node.out.type:
+        return updates
+    if any(r and w and (max(r) < min(w) or max(w) < min(r))
+           for r, w in zip(read, written, strict=True)):
+        new = _new("slice", (x,), node.attrs, node, node.out)
+        return [new] if new else None
+    return None
+
+
+def _rewritten(node: Node, producer: Producer):
+    """A write over all of an earlier write's region replaces it: ``update_slice`` of
+    ``update_slice(x, u, region)`` at the same region is the write to ``x``."""
+    inner = producer(node.inputs[0])
+    if inner is None or inner.op != "update_slice" or _ranges(inner.attrs) != _ranges(
+            node.attrs):
+        return None
+    new = _new("update_slice", (inner.inputs[0], node.inputs[1]), node.attrs, node, node.out)
+    return [new] if new else None
+
+
+def _ranges(attrs: dict) -> list[range]:
+    """The indices a slice's attributes take, per dimension."""
+    return [range(a, a + t * slice_length(a, b, t), t) for a, b, t in
+            zip(attrs["starts"], attrs["stops"], attrs["steps"], strict=True)]
+
+
+def _whole(attrs: dict, shape: tuple[int, ...]) -> bool:
+    return all(a == 0 and s == 1 and b >= n for a, b, s, n in
+               zip(attrs["starts"], attrs["stops"], attrs["steps"], shape, strict=True))
+
+
+def _composed(inner: dict, outer: dict, shape: tuple[int, ...]) -> dict:
+    """The one slice that takes ``outer`` of ``inner``'s result (``shape``, the outer
+    result's), in the IR's normal form: a stop below 0 means "through index 0"."""
+    starts, stops, steps = [], [], []
+    for d, n in enumerate(shape):
+        a1, t1 = inner["starts"][d], inner["steps"][d]
+        a2, t2 = outer["starts"][d], outer["steps"][d]
+        if n == 0:
+            a, b, t = 0, 0, 1
+        else:
+            a, t = a1 + t1 * a2, t1 * t2
+            b = a + t * n  # one step past the last index taken
+        starts.append(a)
+        stops.append(b if b >= 0 else -1)
+        steps.append(t)
+    return {"starts": tuple(starts), "stops": tuple(stops), "steps": tuple(steps)}
+
+
+def _pad(node: Node, producer: Producer):
+    """A pad of no width is its input."""
+    x = node.inputs[0]
+    if all(a == b == 0 for a, b in node.attrs["widths"]) and x.type == node.out.type:
+        return x
+    return None
+
+
 def _same_type(node: Node, producer: Producer):
     """``broadcast_to`` its own shape, ``convert`` to its own dtype (strong values only)."""
     x = node.inputs[0]
@@ -184,6 +293,9 @@ REWRITES: dict[str, Callable[[Node, Producer], Value | list[Node] | None]] = {
     "transpose": _transpose,
     "reshape": _reshape,
     "broadcast_to": _broadcast_to,
+    "slice": _slice,
+    "update_slice": _rewritten,
+    "pad": _pad,
     "convert": _same_type,
     "stop_gradient": _same_type,  # only autodiff, which runs while tracing, looks at it
 }

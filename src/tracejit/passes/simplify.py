@@ -116,7 +116,8 @@ class _Round:
         if isinstance(result, Value) and not self._may_replace(node.out, result):
             return None
         if isinstance(result, list) and node.out in self.escaping and \
-                REGISTRY[result[-1].op].kind is Kind.STRUCTURAL:
+                REGISTRY[result[-1].op].kind is Kind.STRUCTURAL and \
+                result[-1].op != "update_slice":  # (which writes a copy)
             return None  # a returned array stays a fresh array, not a view
         return result
 

@@ -31,11 +31,13 @@ import numpy as np
 from ..errors import (
     AxisError,
     DTypeError,
+    InvalidArgument,
     ShapeError,
     UnsupportedOperation,
     WeightsShapeError,
 )
 from ..ir.ops import normalize_axes, normalize_axis
+from ..ir.signal_ops import MODES
 from .core import bind
 from .numpy_api import (
     COMPOSED_UFUNCS,
@@ -942,39 +944,45 @@ def corrcoef(x, y=None, rowvar=True, *, dtype=None):
 
 
 def _correlate(a, v, mode: str):
-    """NumPy's ``correlate`` of 1-D arrays: out[k] = sum_j a_padded[k + j] * v[j], with the
-    padding of ``mode``; the windows are gathered and contracted with one matmul."""
-    a, v = atleast_1d(_as_strong_operand(a)), atleast_1d(_as_strong_operand(v))
+    """One ``correlate`` op (``ir/signal_ops.py``) of 1-D ``a`` and ``v`` promoted to their
+    common dtype: NumPy's own direct loop runs it."""
     if aval(a).ndim != 1 or aval(v).ndim != 1:
-        raise ShapeError("object too deep for desired array")
-    n1, n2 = aval(a).shape[0], aval(v).shape[0]
-    if n1 == 0 or n2 == 0:
-        raise ShapeError(f"{'a' if n1 == 0 else 'v'} cannot be empty")
+        deep = builtins.max(aval(a).ndim, aval(v).ndim) > 1
+        raise ShapeError("object too deep for desired array" if deep else
+                         "object of too small depth for desired array")
     dtype = np.result_type(aval(a).dtype, aval(v).dtype)
-    a, v = astype(a, dtype), astype(v, dtype)
-    swapped = n1 < n2
-    if swapped:
-        a, v, n1, n2 = v, a, n2, n1
-    modes = {"valid": (0, 0), "same": (n2 // 2, n2 - n2 // 2 - 1), "full": (n2 - 1, n2 - 1)}
-    if mode not in modes:
-        raise ShapeError(f"mode must be one of 'valid', 'same', or 'full' (got {mode!r})")
-    left, right = modes[mode]
-    padded = bind("pad", a, widths=((left, right),), value=0)
-    length = n1 + left + right - n2 + 1
-    windows = bind("gather", padded, np.arange(length)[:, None] + np.arange(n2), axis=0)
-    out = matmul(windows, v)
-    return flip(out, 0) if swapped else out
+    return bind("correlate", astype(a, dtype), astype(v, dtype), mode=_mode(mode))
+
+
+def _mode(mode) -> str:
+    """NumPy's mode argument: a name, or 0, 1, 2 for valid, same, full."""
+    if isinstance(mode, str):
+        if mode not in MODES:
+            raise ShapeError(f"mode must be one of 'valid', 'same', or 'full' (got {mode!r})")
+        return mode
+    try:
+        index = operator.index(mode)
+    except TypeError:
+        raise InvalidArgument("convolve/correlate mode not understood") from None
+    if not 0 <= index < len(MODES):
+        raise ShapeError("integer convolve/correlate mode must be 0, 1, or 2")
+    return MODES[index]
 
 
 @implements(np.correlate)
 def correlate(a, v, mode="valid"):
+    a, v = _as_strong_operand(a), _as_strong_operand(v)
     _real_only("correlate", a)
     _real_only("correlate", v)
+    for which, x in (("first", a), ("second", v)):
+        if aval(x).ndim == 1 and aval(x).shape[0] == 0:
+            raise ShapeError(f"{which} array argument cannot be empty")
     return _correlate(a, v, mode)
 
 
 @implements(np.convolve)
 def convolve(a, v, mode="full"):
+    """NumPy's: the longer operand correlated with the shorter one reversed."""
     a, v = atleast_1d(_as_strong_operand(a)), atleast_1d(_as_strong_operand(v))
     _real_only("convolve", a)
     _real_only("convolve", v)
@@ -984,6 +992,8 @@ def convolve(a, v, mode="full"):
         raise ShapeError("a cannot be empty")
     if aval(v).shape[0] == 0:
         raise ShapeError("v cannot be empty")
+    if aval(a).ndim != 1 or aval(v).ndim != 1:
+        raise ShapeError("object too deep for desired array")
     return _correlate(a, flip(v, 0), mode)
 
 

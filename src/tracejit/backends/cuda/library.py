@@ -6,8 +6,9 @@ as NumPy does; gathers check their indices first, because CuPy's integer indexin
 out-of-range index around where NumPy raises IndexError (the check costs one
 synchronisation); cumsum/cumprod are CuPy's scans (tree-ordered sums: within rounding of
 NumPy's sequential ones), argsort CuPy's stable sort (so an argsort of NumPy's unstable
-kinds, whose ties NumPy orders its own way, runs on the host). An op absent here, or with
-dtypes ``supported`` refuses, runs on the CPU (see the placement pass).
+kinds, whose ties NumPy orders its own way, runs on the host); correlate gathers its
+windows into a matrix for one cuBLAS product (floats only, as matmul). An op absent here,
+or with dtypes ``supported`` refuses, runs on the CPU (see the placement pass).
 
 The ``numpy.linalg`` ops are ``cupy.linalg`` (cuSOLVER) calls, their several results
 packed into one array as the registry defines them (``ir/linalg_ops.py``). ``inv``,
@@ -25,6 +26,7 @@ import numpy as np
 
 from ...ir.ops import slice_key
 from ...ir.ordering_ops import STABLE_KINDS, scan_dtype
+from ...ir.signal_ops import padding
 from .ops import CUDA
 
 
@@ -81,6 +83,21 @@ def _concatenate(cupy, *xs, axis):
 def _matmul(cupy, a, b):
     dtype = np.result_type(a.dtype, b.dtype)  # the IR's promotion: cuBLAS takes one dtype
     return cupy.matmul(a.astype(dtype, copy=False), b.astype(dtype, copy=False))
+
+
+def _correlate(cupy, a, v, *, mode):
+    """np.correlate as a gather of the windows of the longer operand (padded for ``mode``)
+    and one matrix-vector product (cuBLAS): CuPy's own correlate takes an FFT for large
+    float operands, whose rounding is not that of a sum of products. Where ``len(a) <
+    len(v)`` NumPy correlates ``v`` with ``a`` and reverses the result: so does this."""
+    swapped = a.shape[0] < v.shape[0]
+    if swapped:
+        a, v = v, a
+    n, k = a.shape[0], v.shape[0]
+    left, right = padding(mode, k)
+    windows = np.arange(n + left + right - k + 1)[:, None] + np.arange(k)
+    out = cupy.matmul(cupy.pad(a, ((left, right),))[cupy.asarray(windows)], v)
+    return out[::-1] if swapped else out
 
 
 def _arg(name: str):
@@ -175,6 +192,7 @@ TABLE = {
     "argmax": _arg("argmax"),
     "argmin": _arg("argmin"),
     "matmul": _matmul,
+    "correlate": _correlate,
     "reshape": lambda cupy, x, *, shape: x.reshape(shape),
     "transpose": lambda cupy, x, *, perm: x.transpose(perm),
     "broadcast_to": lambda cupy, x, *, shape: cupy.broadcast_to(x, shape),
@@ -206,7 +224,7 @@ def supported(node) -> bool:
                                    else node.inputs)]
     if not all(CUDA.supports(d) for d in (*data, node.out.type.dtype)):
         return False
-    if node.op == "matmul" or node.op in LINALG:  # cuBLAS, cuSOLVER: float32 or float64
+    if node.op in ("matmul", "correlate") or node.op in LINALG:  # cuBLAS, cuSOLVER: floats
         return node.out.type.dtype in _FLOATS
     if node.op == "scatter_add":
         return node.out.type.dtype in _ATOMIC
