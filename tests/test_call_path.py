@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from programs.linalg import sgd_update as _sgd
 
 import tracejit as tj
 from tracejit.errors import InPlaceArgumentError, ReadOnlyDestination
@@ -21,13 +22,6 @@ def _jit(fn):
 def _rectify(a):
     a[a < 0] = 0
 
-
-def _sgd(x, g, lr, out=None):
-    if out is None:
-        out = np.empty_like(x)
-    np.multiply(g, -lr, out=out)
-    np.add(out, x, out=out)
-    return out
 
 
 def test_whole_argument_write_repeated_with_new_data():

@@ -482,48 +482,17 @@ class JitFunction:
         concrete = self._concrete.paths
         names = self._param_names
         for i, a in enumerate(args):
-            t = type(a)
-            if t is _ndarray:
-                key.append((a.shape, a.dtype))
-                leaves.append(a)
-            elif t is float:
-                key.append(_FLOAT)
-                leaves.append(a)
-            elif a is None:
-                key.append(None)
-            elif t is int or t is bool:
-                if concrete and (names[i] if i < len(names) else f"arg{i}") in concrete:
-                    key.append((t, a))
-                else:
-                    key.append(t)
-                    leaves.append(a)
-            elif t is str:
-                key.append((t, a))
-            else:
+            needed = bool(concrete) and type(a) in (int, bool) and (
+                names[i] if i < len(names) else f"arg{i}") in concrete
+            if not _simple_part(a, needed, key, leaves):
                 return None
         if kwargs:
             key.append(_KWARGS)
             for name in sorted(kwargs):
-                a = kwargs[name]
-                t = type(a)
                 key.append(name)
-                if t is _ndarray:
-                    key.append((a.shape, a.dtype))
-                    leaves.append(a)
-                elif t is float:
-                    key.append(_FLOAT)
-                    leaves.append(a)
-                elif a is None:
-                    key.append(None)
-                elif t is int or t is bool:
-                    if name in concrete:
-                        key.append((t, a))
-                    else:
-                        key.append(t)
-                        leaves.append(a)
-                elif t is str:
-                    key.append((t, a))
-                else:
+                a = kwargs[name]
+                needed = type(a) in (int, bool) and name in concrete
+                if not _simple_part(a, needed, key, leaves):
                     return None
         return tuple(key), leaves
 
@@ -783,6 +752,32 @@ def _profiled_call(entry: _Entry, leaves) -> list:
         outs, times = runner.timed(*leaves)
         profiler.record(entry, runner.steps, time.perf_counter() - start, times)
     return writer.store(leaves, outs)
+
+
+def _simple_part(a, concrete: bool, key: list, leaves: list) -> bool:
+    """Add argument ``a``'s part of a simple call's key (and its leaf, if dynamic) to
+    ``key`` and ``leaves``; False for an argument no simple key holds. ``concrete``: the
+    function needs it as a value (an int keyed by value, as the general path does)."""
+    t = type(a)
+    if t is _ndarray:
+        key.append((a.shape, a.dtype))
+        leaves.append(a)
+    elif t is float:
+        key.append(_FLOAT)
+        leaves.append(a)
+    elif a is None:
+        key.append(None)
+    elif t is int or t is bool:
+        if concrete:
+            key.append((t, a))
+        else:
+            key.append(t)
+            leaves.append(a)
+    elif t is str:
+        key.append((t, a))
+    else:
+        return False
+    return True
 
 
 @functools.lru_cache(maxsize=64)
