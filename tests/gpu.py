@@ -20,8 +20,9 @@ def forget_cupy() -> None:
 
 
 @contextlib.contextmanager
-def cupy(monkeypatch, devices: int = 1):
-    """CuPy (or its emulation with ``devices`` GPUs), and a fresh device state afterwards."""
+def cupy(monkeypatch, devices: int = 1, dask: bool = False):
+    """CuPy (or its emulation with ``devices`` GPUs, and with ``dask`` what Dask's CuPy
+    support needs), and a fresh device state afterwards."""
     monkeypatch.setattr(targets, "gpu_requested", False)
     if REAL:
         import cupy as real
@@ -30,7 +31,7 @@ def cupy(monkeypatch, devices: int = 1):
         return
     import cudasim
 
-    with cudasim.installed(scheduler="fibers") as emulated:
+    with cudasim.installed(scheduler="fibers", dask=dask) as emulated:
         if devices != 1:
             cudasim.set_device_count(devices)
         forget_cupy()

@@ -301,7 +301,7 @@ def test_cupy_chunks_run_their_stages_on_the_cuda_backend(monkeypatch):
         if shutil.which(cudasim._cuda.CXX) is None:
             pytest.skip(f"no {cudasim._cuda.CXX}: the emulated GPU compiles kernels with it")
     x = rng().random((64, 8)).astype(np.float32)
-    with gpu.cupy(monkeypatch) as cp:
+    with gpu.cupy(monkeypatch, dask=True) as cp:
         dx = da.from_array(cp.asarray(x), chunks=(16, 8), asarray=False)
         f = tj.jit(lambda x: np.tanh(x * 2 + 1).sum(axis=0))
         with dask.config.set(scheduler="synchronous"):

@@ -76,18 +76,27 @@ _MODULES = {"cupy": cupy, "cupy.cuda": _cuda_module, "cupy.cuda.runtime": _runti
             "cupy.linalg": _linalg_module, "cupyx": cupyx}
 _saved: list[dict] = []
 
-def install(scheduler: str | None = None) -> types.ModuleType:
+def install(scheduler: str | None = None, dask: bool = False) -> types.ModuleType:
     """Put the emulator in ``sys.modules`` (``import cupy`` gets it) and ``reset()`` its
-    state; ``scheduler`` overrides the environment's. Returns ``cupy``."""
+    state; ``scheduler`` overrides the environment's. ``dask``: also what Dask's CuPy
+    support needs (``take``, ``tensordot``, ``asnumpy``, NumPy's functions dispatching to
+    the emulator's), which tracejit's runners must not rely on. Returns ``cupy``."""
     _saved.append({k: sys.modules.get(k) for k in _MODULES})
     sys.modules.update(_MODULES)
     reset()
     if scheduler is not None:
         set_scheduler(scheduler)
+    if dask:
+        _array.DASK_EXTRAS.update(_array.DASK)
+        for name, fn in _array.DASK.items():
+            setattr(cupy, name, fn)
     return cupy
 
 def uninstall() -> None:
     """Restore ``sys.modules`` as it was before the matching ``install()``."""
+    for name in _array.DASK_EXTRAS:
+        delattr(cupy, name)
+    _array.DASK_EXTRAS.clear()
     for k, v in _saved.pop().items():
         if v is None:
             sys.modules.pop(k, None)
@@ -95,9 +104,9 @@ def uninstall() -> None:
             sys.modules[k] = v
 
 @contextlib.contextmanager
-def installed(scheduler: str | None = None):
-    """``with installed() as cupy:``: ``install(scheduler)``, then ``uninstall()``."""
-    install(scheduler)
+def installed(scheduler: str | None = None, dask: bool = False):
+    """``with installed() as cupy:``: ``install(scheduler, dask)``, then ``uninstall()``."""
+    install(scheduler, dask)
     try:
         yield cupy
     finally:

@@ -245,11 +245,13 @@ class ndarray:
         return NotImplemented
 
     def __array_function__(self, func, types, args, kwargs):
-        """As CuPy's: NumPy's function on device arrays is CuPy's of the same name, where
-        there is one (Dask calls ``np.sum`` on CuPy chunks); otherwise NumPy refuses."""
-        import cupy  # this module as installed (``cudasim.installed``)
-
-        ours = getattr(cupy, func.__name__, None)
+        """NumPy's functions refuse device arrays, so that a runner relying on them fails
+        here; with Dask's extras installed (``installed(dask=True)``) they are CuPy's of the
+        same name where there is one, as with CuPy's own ``__array_function__`` (Dask calls
+        ``np.sum`` on CuPy chunks)."""
+        ours = DASK_EXTRAS.get(func.__name__) if DASK_EXTRAS else None
+        if ours is None and DASK_EXTRAS:
+            ours = FUNCTIONS.get(func.__name__)
         return NotImplemented if ours is None else ours(*args, **kwargs)
 
 
@@ -474,8 +476,12 @@ def asnumpy(a) -> np.ndarray:
     return a.get() if isinstance(a, ndarray) else np.asarray(a)
 
 
+# What Dask's CuPy support needs beyond tracejit's subset: installed, with NumPy's
+# functions dispatching to the emulator's, only by ``installed(dask=True)``.
+DASK = {"take": take, "tensordot": tensordot, "asnumpy": asnumpy}
+DASK_EXTRAS: dict = {}  # DASK while installed with dask=True, else empty
+
 FUNCTIONS = {
-    "take": take, "tensordot": tensordot, "asnumpy": asnumpy,
     "isnan": isnan, "where": where,
     "asarray": asarray, "ascontiguousarray": ascontiguousarray, "empty": empty,
     "zeros": zeros, "full": full, "matmul": matmul, "broadcast_to": broadcast_to,
