@@ -336,3 +336,20 @@ def test_programs_the_drawn_test_found(fn, what):
     (want,) = fn(v0, v1)
     np.testing.assert_array_equal(got, want)
     assert got.dtype == want.dtype
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x, w, y: y * 2 + x.sum(axis=1, keepdims=True),  # x whole along axis 1, y split
+    lambda x, w, y: np.tanh(x) @ w + y,  # a contraction over an axis y's chunks split
+    lambda x, w, y: (y - x.max(axis=1, keepdims=True)) / (x @ w).sum(axis=1, keepdims=True),
+], ids=["reduction", "matmul", "both"])
+def test_an_input_split_finer_splits_the_whole_stage(fn):
+    """Blockwise gives every input of a stage the finest chunks among them: a reduction
+    or contraction over an axis one input has whole is split by another's chunks there
+    (found reviewing the plan: the first gave a silent wrong answer). Square 6x6, so an
+    axis mix-up cannot hide behind the shapes."""
+    x, w, y = rng().random((6, 6)), rng(1).random((6, 6)), rng(2).random((6, 6))
+    dx, dy = da.from_array(x, chunks=(3, 6)), da.from_array(y, chunks=(3, 2))
+    with dask.config.set(scheduler="synchronous"):
+        got = tj.jit(fn, backend="reference")(dx, w, dy).compute()
+    np.testing.assert_allclose(got, fn(x, w, y), rtol=1e-12)

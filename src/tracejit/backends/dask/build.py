@@ -184,6 +184,8 @@ class Builder:
             self.open.append(stage)
         indices = self.indices(node, stage)
         if indices is None:
+            if not stage.nodes:  # (made for it above)
+                self.open.remove(stage)
             return False
         stage.roles.update(indices)
         for v in node.inputs:
@@ -195,6 +197,11 @@ class Builder:
         self.pending[node.out] = stage
         if REGISTRY[node.op].kind == Kind.REDUCTION:
             self.reduce_in(node, stage)
+        elif node.op == "matmul":  # its result's columns (and a pending right operand,
+            nd = len(stage.shape)  # a pending left one's contracted axis) stay whole
+            stage.local.add((node, nd - 1))
+            if node.inputs[1] in self.pending:
+                stage.local.add((node, nd - 2))
         return True
 
     def merge(self, stages: list[_Open]) -> _Open | None:
@@ -264,6 +271,8 @@ class Builder:
     def compatible(self, node: Node, stage: _Open) -> bool:
         """Whether ``node``'s materialised inputs leave the stage's in-chunk reductions in
         one chunk (a newly chunked axis would split them)."""
+        if node.op == "matmul" and stage.chunked[-1]:
+            return False  # a chunk computes every column of a product (``space``)
         newly = [c and not s for c, s in zip(self.aligned(node, stage), stage.chunked,
                                              strict=True)]
         return not any(newly[axis] for _, axis in stage.local)
@@ -275,9 +284,13 @@ class Builder:
         only (``partial``), never by another node of the stage."""
         axes = normalize_axes(node.attrs["axis"], node.inputs[0].type.ndim)
         stage.keepdims.add(node)
-        if any(self.chunked(node.inputs[0])[a] for a in axes) or not node.attrs["keepdims"]:
+        # Split in the stage's chunks, not only in its input's own: blockwise gives every
+        # input the stage's chunks (a single-chunk input is split where another is).
+        split = any(stage.chunked[a] and node.inputs[0].type.shape[a] == stage.shape[a]
+                    for a in axes)
+        if split or not node.attrs["keepdims"]:
             stage.partial[node.out] = node
-        if not any(self.chunked(node.inputs[0])[a] for a in axes):
+        if not split:
             stage.local |= {(node, a) for a in axes}
 
     # ---------------------------------------------------------------- stages
