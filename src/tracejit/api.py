@@ -861,9 +861,10 @@ def _finish(out):
 
 def _copy(out):
     """A copy the caller owns, on the device ``out`` is on."""
-    if targets.dask_array(out):
+    where = targets.device_of(out)
+    if where is None and targets.dask_array(out):
         return out  # (immutable: Dask's own ops return new arrays)
-    return np.array(out) if targets.device_of(out) in (None, targets.CPU) else out.copy()
+    return np.array(out) if where in (None, targets.CPU) else out.copy()
 
 
 def _first(outs):
