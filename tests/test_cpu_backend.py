@@ -351,3 +351,22 @@ def test_small_matmul_of_a_value_the_same_kernel_computes():
     one of them (found by hypothesis: ``ravel(x // x) @ ravel(x // x)`` on a [1, 1] input)."""
     check(lambda x: np.ravel(x // x) @ np.ravel(x // x), np.array([[3.0]], np.float32))
     check(lambda x: (x * 2) @ (x.T * 3), RNG.standard_normal((5, 3)).astype(np.float32))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a, b: np.where(a + a, a, b), lambda a, b: (a + b) < a, lambda a, b: (a - b) > a,
+    lambda a, b: (a * b) != 0, lambda a, b: -a < 0, lambda a, b: np.square(a) != 0,
+    lambda a, b: np.abs(a) < 0, lambda a, b: (a + a).sum() == 0, lambda a, b: (a * b).prod(),
+], ids=["where-add", "add", "subtract", "multiply", "negative", "square", "absolute",
+        "sum", "prod"])
+def test_int64_arithmetic_wraps_as_numpys_in_kernels(fn, monkeypatch):
+    """int64 overflow wraps in NumPy; Numba's no-signed-wrap arithmetic let LLVM assume
+    it never happens and fold ``(a + a) != 0`` into ``a != 0`` (found by an explore run of
+    the differential tests: a silent wrong answer), so the CPU language computes int64
+    arithmetic in uint64 (``ops._WRAP64``)."""
+    monkeypatch.setattr(tj.config, "min_kernel_size", 0)  # a kernel even for 4 elements
+    lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    a = np.array([lo, hi, lo + 1, 3], np.int64)
+    b = np.array([lo, 2, -1, 2 ** 62], np.int64)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(tj.jit(fn, backend="cpu")(a, b), fn(a, b))

@@ -112,6 +112,21 @@ _FOLD = {"add": "{0} + {1}", "multiply": "{0} * {1}",
          "logical_or": "{0} | ({1} != 0)", "logical_and": "{0} & ({1} != 0)"}
 
 
+# int64 arithmetic through uint64: Numba marks signed adds, subtracts and multiplies
+# no-signed-wrap, which lets LLVM assume they never overflow and fold ``(a + a) != 0``
+# into ``a != 0``; NumPy wraps (INT64_MIN + INT64_MIN is 0). Unsigned arithmetic wraps
+# by definition. Smaller ints compute in int64 (no overflow) and the cast wraps them.
+_WRAP64 = {
+    "add": "np.int64(np.uint64({0}) + np.uint64({1}))",
+    "subtract": "np.int64(np.uint64({0}) - np.uint64({1}))",
+    "multiply": "np.int64(np.uint64({0}) * np.uint64({1}))",
+    "negative": "np.int64(np.uint64(0) - np.uint64({0}))",
+    "square": "np.int64(np.uint64({0}) * np.uint64({0}))",
+    "absolute": "({0} if {0} >= 0 else np.int64(np.uint64(0) - np.uint64({0})))",
+}
+_INT64 = np.dtype(np.int64)
+
+
 class NumbaLanguage(Language):
     """Numba's Python: NumPy scalar constructors as casts, ``np.inf``/``np.nan``, the
     vectorisable math of ``cpu/math.py``."""
@@ -121,6 +136,12 @@ class NumbaLanguage(Language):
     INT = _INT
     FLOAT = _FLOAT
     MATH = MATH
+
+    def template(self, op: str, dtypes) -> str | None:
+        """The shared tables' template, but int64 arithmetic that wraps (``_WRAP64``)."""
+        if op in _WRAP64 and dtypes and all(np.dtype(d) == _INT64 for d in dtypes):
+            return _WRAP64[op]
+        return super().template(op, dtypes)
 
     def supports(self, dtype: np.dtype) -> bool:
         """bool, integers, float32 and float64: no float16, no complex."""
@@ -164,6 +185,8 @@ class NumbaLanguage(Language):
         return self.operand(ref, src, src)
 
     def combine(self, op: str, acc: str, x: str, dtype: np.dtype) -> str:
+        if np.dtype(dtype) == _INT64 and monoid_of(op).combine in _WRAP64:
+            return super().combine(op, acc, x, dtype)  # (a sum of int64s wraps too)
         fold = _FOLD.get(monoid_of(op).combine)
         return super().combine(op, acc, x, dtype) if fold is None else fold.format(acc, x)
 
