@@ -309,13 +309,32 @@ def _assert_same(got, want):
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)
 
 
+def _relations(result, args) -> list:
+    """Per result leaf: which argument it is (``("is", i)``), shares memory with
+    (``("view", i)``), or None: what NumPy's aliasing of results looks like."""
+    leaves = list(result) if isinstance(result, (tuple, list)) else [result]
+    found = []
+    for leaf in leaves:
+        rel = None
+        for i, a in enumerate(args):
+            if isinstance(a, np.ndarray) and isinstance(leaf, np.ndarray):
+                if leaf is a:
+                    rel = ("is", i)
+                elif np.shares_memory(leaf, a):
+                    rel = ("view", i)
+        found.append(rel)
+    return found
+
+
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_write_program_matches_numpy(name, backend):
     fn, args = PROGRAMS[name]
     want_args, got_args = _copies(args), _copies(args)
     want = fn(*want_args)
+    want_aliases = _relations(want, want_args)
     want = want.copy() if isinstance(want, np.ndarray) else want
     got = tj.jit(fn, backend=backend)(*got_args)
+    assert _relations(got, got_args) == want_aliases  # returns the caller's array, as NumPy
     _assert_same(got, want)
     for g, w in zip(got_args, want_args, strict=True):  # the caller's arrays afterwards
         _assert_same(g, w)
@@ -589,6 +608,91 @@ def test_gradient_through_writes_matches_finite_differences(fn, backend):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
 
 
+def _returns_self(a):
+    return a
+
+
+def _returns_written(a):
+    a *= 2
+    return a
+
+
+def _returns_out(a, out):
+    np.multiply(a, -0.5, out=out)
+    np.add(out, a, out=out)
+    return out
+
+
+def _returns_views(a):
+    a[0, 0] = -1.0
+    return a[1:], a.T, a.reshape(-1), a[:, 1], a[0, 0]
+
+
+def _returns_unwritten_views(a):
+    return a[::2], np.broadcast_to(a[0], (2, 3)), a + 0
+
+
+def _returns_twice(a):
+    a += 1
+    return a, a
+
+
+ALIASING = {
+    "self": (_returns_self, (SQ,)),
+    "written": (_returns_written, (SQ,)),
+    "out": (_returns_out, (V, np.zeros(4))),
+    "views": (_returns_views, (SQ,)),
+    "unwritten-views": (_returns_unwritten_views, (SQ,)),
+    "twice": (_returns_twice, (V,)),
+    "0-d": (_returns_written, (np.array(2.5),)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ALIASING))
+def test_results_alias_the_arguments_as_numpys(name, backend):
+    """What NumPy returns as an argument (``out=``'s array, ``return x``) or a view of one
+    (``x[1:]``, ``x.T``) comes back as that array or view of the caller's array, so that a
+    later write to the result reaches the argument, and the other way round; a NumPy
+    scalar (``x[0, 0]``) and a new array (``x + 0``) stay copies. Cached calls too."""
+    fn, args = ALIASING[name]
+    f = tj.jit(fn, backend=backend)
+    for _ in range(2):  # the compiling call, then the cached path
+        want_args, got_args = _copies(args), _copies(args)
+        want, got = fn(*want_args), f(*got_args)
+        assert _relations(got, got_args) == _relations(want, want_args)
+        _assert_same(got, want)
+        for g, w in zip(got_args, want_args, strict=True):
+            _assert_same(g, w)
+        for g, w in zip(got if isinstance(got, tuple) else (got,),
+                        want if isinstance(want, tuple) else (want,), strict=True):
+            if isinstance(w, np.ndarray):
+                assert g.flags.writeable == w.flags.writeable
+                if w.flags.writeable and w.size:
+                    w.flat[-1], g.flat[-1] = 99.0, 99.0  # a write through the result
+        for g, w in zip(got_args, want_args, strict=True):
+            _assert_same(g, w)
+
+
+def test_a_python_scalar_returned_as_is_comes_back_as_numpys_scalar(backend):
+    got = tj.jit(_returns_self, backend=backend)(2.5)
+    assert got == 2.5 and isinstance(got, float)
+
+
+def test_results_alias_the_arguments_in_a_profile_and_before_the_switch(monkeypatch):
+    """The profiling runner and the interpreter that answers while kernels compile in the
+    background return the caller's array as well."""
+    f = tj.jit(_returns_out, backend="cpu", compile="background")
+    out = np.zeros(4)
+    assert f(V, out) is out
+    with tj.profile():
+        out2 = np.zeros(4)
+        assert f(V, out2) is out2
+    f.wait_compiled()
+    out3 = np.zeros(4)
+    assert f(V, out3) is out3
+    np.testing.assert_array_equal(out3, _returns_out(V, np.zeros(4)))
+
+
 def test_writes_to_a_cupy_argument_stay_on_its_device(monkeypatch):
     """On the (emulated) GPU a CuPy argument is updated where it lives."""
     cudasim = pytest.importorskip("cudasim")
@@ -611,6 +715,13 @@ def test_writes_to_a_cupy_argument_stay_on_its_device(monkeypatch):
             want = np.arange(6.0)
             step(want)
             np.testing.assert_array_equal(tj.to_host(x), want)
+            with tj.device("cuda"):  # the argument returned is the caller's CuPy array
+                assert tj.jit(_returns_written)(x) is x
+                y = tj.to_device(np.arange(6.0).reshape(2, 3), "cuda")
+                rows = tj.jit(_returns_views)(y)[0]
+                rows[0, 1] = 42.0  # a write through the returned view reaches y
+            np.testing.assert_array_equal(tj.to_host(x), _returns_written(want))
+            assert tj.to_host(y)[1, 1] == 42.0
         finally:
             targets._cupy.cache_clear()
             targets._gpu_count.cache_clear()

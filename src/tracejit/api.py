@@ -145,19 +145,21 @@ class _Entry:
     ``profiled`` is its profiling runner, built when first needed."""
 
     __slots__ = ("run", "runner", "out_tree", "lowered", "compile_s", "profiled", "finish",
-                 "pending", "interpreting", "writes")
+                 "pending", "interpreting", "writes", "aliases")
 
     def __init__(self, runner: Runner, out_tree, lowered: Lowered, compile_s: float,
-                 writes: tuple = ()):
+                 writes: tuple = (), aliases: tuple = ()):
         self.writes = writes  # (argument leaf, regions) it writes to: see trace_function
-        self.run = _writing(runner.fn, writes, lowered.optimized_graph)
+        self.aliases = aliases  # (output, argument leaf, view path) it returns: the same
+        self.run = _writing(runner.fn, writes, lowered.optimized_graph, aliases)
         self.runner = runner
         self.out_tree = out_tree
         self.lowered = lowered
         self.compile_s = compile_s
         self.profiled: Runner | None = None
         self.finish = _finisher(out_tree, lowered.optimized_graph,
-                                sum(len(regions) for _, regions in writes))
+                                sum(len(regions) for _, regions in writes),
+                                frozenset(k for k, _, _ in aliases))
         self.pending: Future | None = None  # the compiled runner (compile="background")
         self.interpreting = False  # runner is the interpreter, until ``pending`` is done
 
@@ -181,7 +183,8 @@ class _Entry:
                 self.pending.set_exception(e)
                 return
             self.runner, self.profiled = runner, None
-            self.run = _writing(runner.fn, self.writes, self.lowered.optimized_graph)  # switch
+            self.run = _writing(runner.fn, self.writes, self.lowered.optimized_graph,
+                                self.aliases)  # the switch
             self.interpreting = False
             _log_switch(self, time.perf_counter() - start)
             done_pending = self.pending
@@ -562,10 +565,11 @@ class JitFunction:
         if chunked:  # Dask arrays in: a Dask computation out, its chunks on ``backend``
             backend = get_backend("dask").on(backend.name)
         writes: list = []
+        aliases: list = []
         rolls = roll.for_backend(backend)  # Python loops roll where the backend runs scans
         try:
             graph, out_tree = trace_function(self._fn, build_args, types, names, fn_name,
-                                             writes)
+                                             writes, None if chunked else aliases)
             t1 = time.perf_counter()
             stage = "passes"
             _logger()  # set up before the passes: roll_loops logs each loop it rolls
@@ -601,7 +605,7 @@ class JitFunction:
             roll.restore(rolls)
         t3 = time.perf_counter()
         lowered = Lowered(graph, optimized, backend.name, (where, backend) if chunked else None)
-        entry = _Entry(run, out_tree, lowered, t3 - t0, tuple(writes))
+        entry = _Entry(run, out_tree, lowered, t3 - t0, tuple(writes), tuple(aliases))
         if later is not None:
             entry.switch_later(later, True)
         elif run.faster is not None:
@@ -747,7 +751,7 @@ def _profiled_call(entry: _Entry, leaves) -> list:
             runner = entry.profiled = entry.runner.profiled()
             entry.compile_s += time.perf_counter() - start
         start = time.perf_counter()
-        writer = _Writes(entry.writes, entry.lowered.optimized_graph)
+        writer = _Writes(entry.writes, entry.lowered.optimized_graph, entry.aliases)
         writer.check(leaves)
         outs, times = runner.timed(*leaves)
         profiler.record(entry, runner.steps, time.perf_counter() - start, times)
@@ -875,13 +879,14 @@ def _none(outs) -> None:
     return None
 
 
-def _writing(fn, writes: tuple, graph: Graph):
+def _writing(fn, writes: tuple, graph: Graph, aliases: tuple = ()):
     """``fn`` (a runner's), then what the function wrote to its arguments (its last
     outputs: see ``trace_function``) stored into the caller's arrays, as NumPy would have
-    changed them; returns the function's own outputs."""
-    if not writes:
+    changed them; returns the function's own outputs, those that NumPy returns as an
+    argument or a view of one (``aliases``) as that view of the caller's array."""
+    if not writes and not aliases:
         return fn
-    writer = _Writes(writes, graph)
+    writer = _Writes(writes, graph, aliases)
     check, store = writer.check, writer.store
 
     def run(*leaves):
@@ -900,10 +905,11 @@ class _Writes:
     call does only the checks and stores it needs: the positions, names and index keys
     are computed here, not per call."""
 
-    __slots__ = ("graph", "n", "keys", "others")
+    __slots__ = ("graph", "n", "keys", "others", "aliases")
 
-    def __init__(self, writes: tuple, graph: Graph):
+    def __init__(self, writes: tuple, graph: Graph, aliases: tuple = ()):
         self.graph = graph
+        self.aliases = aliases
         self.n = len(graph.outputs) - sum(len(regions) for _, regions in writes)
         # per written leaf: its position and the index key of each region it writes
         self.keys = tuple((i, tuple(Ellipsis if attrs is None else slice_key(**attrs)
@@ -983,15 +989,44 @@ class _Writes:
                     leaf[key] = outs[j]
                 # (a Python or NumPy scalar cannot change: the caller keeps its value, as NumPy)
                 j += 1
-        return outs[:self.n]
+        if not self.aliases:
+            return outs[:self.n]
+        outs = list(outs[:self.n])
+        for k, i, path in self.aliases:
+            outs[k] = _returned(leaves[i], path, outs[k])
+        return outs
 
 
-def _finisher(out_tree, graph: Graph, writes: int = 0):
+def _returned(leaf, path: tuple, computed):
+    """What NumPy returns for an output that is argument ``leaf`` (its final version, now
+    in the caller's array) taken through the view ops of ``path``: that view of the
+    caller's array, or, for an argument no view can be taken of (a Python scalar), the
+    runner's value as any output."""
+    if not (type(leaf) is _ndarray or targets.device_of(leaf) is not None):
+        return _finish(_copy(computed))
+    for op, attrs in path:
+        if op == "slice":
+            leaf = leaf[slice_key(**attrs)]
+        elif op == "transpose":
+            leaf = leaf.transpose(attrs["perm"])
+        elif op == "reshape":
+            leaf = leaf.reshape(attrs["shape"])
+        else:  # broadcast_to: read-only, as NumPy's
+            leaf = np.broadcast_to(leaf, attrs["shape"])
+    return leaf
+
+
+def _finisher(out_tree, graph: Graph, writes: int = 0, aliased: frozenset = frozenset()):
     """The function from a runner's output list (without the ``writes`` last outputs of
-    the graph, the arguments' new versions) to what the user gets back."""
+    the graph, the arguments' new versions) to what the user gets back. The ``aliased``
+    outputs are what the user gets already (views of the caller's arrays: ``_returned``)."""
     copy = _shared_outputs(graph)[:len(graph.outputs) - writes]
     if out_tree is None:  # the function returns None (it writes to its arguments)
         return _none
+    if aliased:
+        return lambda outs: pytree.unflatten(
+            out_tree, [o if k in aliased else _finish(_copy(o) if c else o)
+                       for k, (o, c) in enumerate(zip(outs, copy, strict=True))])
     if out_tree is pytree.LEAF:
         if copy[0]:
             return lambda outs: _finish(_copy(outs[0]))
