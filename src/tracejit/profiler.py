@@ -43,6 +43,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -248,8 +249,18 @@ class StepStats:
 
 
 class Compiled(Protocol):
-    """What a profile reads of a compiled signature (jit's cache entry, which also keys
-    the signature's statistics)."""
+    """What a profile reads of a compiled signature: ``jit``'s cache entry, which also
+    keys the signature's statistics.
+
+    Attributes:
+        compile_s: Seconds spent building it.
+        interpreting: It runs on the interpreter until its kernels, compiling in the
+            background, are ready.
+        name: The function's name.
+        signature: Its inputs and their types: ``x: f32[8], y: f32[8]``.
+        lowered: Its ``Lowered`` (the loops' memory is read from its
+            ``optimized_graph``), or None.
+    """
 
     compile_s: float  # tracing, passes, code generation, first call
     interpreting: bool  # it runs on the interpreter until its kernels are compiled
@@ -286,7 +297,49 @@ class _Event(NamedTuple):
     tid: int
     start: float
     seconds: float
-    args: Any  # a dict, or a step's (StepInfo, FunctionStats): its args are made on export
+    args: Any  # a dict, or a _Call (kept) or _Step (on export), whose args are made on export
+
+
+class _Call(NamedTuple):
+    """A profiled call as kept: what its args are made of, and its steps, as little as
+    a long loop can keep (the runner's own lists, no copies)."""
+
+    function: FunctionStats
+    where: str  # the user's line that made the call
+    interpreting: bool
+    steps: list[StepInfo]
+    times: list[tuple[int, float, float]]  # (step index, start, seconds)
+
+    def json(self) -> dict[str, Any]:
+        return {"function": self.function.name, "signature": self.function.signature,
+                "where": self.where,
+                "runs": "interpreter" if self.interpreting else "compiled code"}
+
+
+class _Step(NamedTuple):
+    step: StepInfo
+    function: FunctionStats
+
+    def json(self) -> dict[str, Any]:
+        loc = self.step.location
+        args = {"function": self.function.name, "signature": self.function.signature,
+                "step": self.step.name, "ops": self.step.ops,
+                "where": loc.short if loc is not None else "?",
+                "source": str(loc) if loc is not None else "?", "bytes": self.step.nbytes}
+        if self.step.ops == "transfer":
+            args["bytes copied"] = self.step.nbytes // 2  # it reads and writes that size
+        return args
+
+
+def _expanded(events: list[_Event]) -> Iterator[_Event]:
+    """The events with each call's steps as events of their own."""
+    for e in events:
+        yield e
+        if isinstance(e.args, _Call):
+            f, steps = e.args.function, e.args.steps
+            for k, start, seconds in e.args.times:
+                yield _Event("X", _category(steps[k]), f"{f.name}/{steps[k].name}", e.tid,
+                             start, seconds, _Step(steps[k], f))
 
 
 class Profile:
@@ -302,6 +355,9 @@ class Profile:
     Args:
         max_events: The most timeline events to keep (a call counts one plus one per
             step). The statistics count every call whatever it is.
+
+    Attributes:
+        max_events: As given.
 
     Raises:
         InvalidArgument: ``max_events`` is not an int of at least 0.
@@ -330,7 +386,8 @@ class Profile:
         self._steps: dict[tuple[object, int, str, str], StepStats] = {}
         self._loops: dict[object, list[LoopMemory]] = {}
         self._origin = time.perf_counter()  # the timeline's zero
-        self._events: list[_Event] = []
+        self._events: list[_Event] = []  # a call holds its steps (made into events on export)
+        self._count = 0  # timeline events kept: a call and each of its steps count one
         self._dropped = 0
         self._threads: dict[int, str] = {}  # track (thread id) -> its name
         self._lanes: list[float] = []  # background compile tracks: when each is free again
@@ -393,19 +450,19 @@ class Profile:
                                                  info.nbytes)
             s.calls += 1
             s.seconds += dt
-        tid = thread[0]
-        call = _Event("X", "call", f.name, tid, start, seconds,
-                      {"function": f.name, "signature": f.signature, "where": called_from,
-                       "runs": "interpreter" if entry.interpreting else "compiled code"})
-        self._keep([call, *(_Event("X", _category(steps[k]), f"{f.name}/{steps[k].name}", tid,
-                                   t, dt, (steps[k], f)) for k, t, dt in times)], thread)
+        call = _Call(f, called_from, entry.interpreting, steps, times)
+        self._keep([_Event("X", "call", f.name, thread[0], start, seconds, call)], thread,
+                   1 + len(times))
 
-    def _keep(self, events: list[_Event], thread: tuple[int, str]) -> None:
-        """Add ``events`` (all on ``thread``) to the timeline, or none if they overflow it."""
+    def _keep(self, events: list[_Event], thread: tuple[int, str], count: int = 0) -> None:
+        """Add ``events`` (all on ``thread``; ``count`` timeline events, if not one each)
+        to the timeline, or none of them if they would overflow it."""
+        count = count or len(events)
         with self._lock:
-            if len(self._events) + len(events) > self.max_events:
-                self._dropped += len(events)
+            if self._count + count > self.max_events:
+                self._dropped += count
                 return
+            self._count += count
             self._events += events
             self._threads.setdefault(*thread)
 
@@ -558,12 +615,12 @@ class Profile:
                         "args": {"name": threads[tid]}})
             out.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
                         "args": {"sort_index": order}})
-        for e in sorted(events, key=lambda e: (e.start, -e.seconds)):
+        for e in sorted(_expanded(events), key=lambda e: (e.start, -e.seconds)):
             end = _us(e.start + e.seconds - self._origin)
             ts = max(_us(e.start - self._origin), 0.0)  # a compile begun before the block
             if end < ts:
                 continue
-            args = _step_args(*e.args) if isinstance(e.args, tuple) else e.args
+            args = e.args.json() if isinstance(e.args, (_Call, _Step)) else e.args
             event = {"ph": e.ph, "name": e.name, "cat": e.cat, "ts": ts, "pid": pid,
                      "tid": e.tid, "args": args}
             if e.ph == "X":
@@ -676,11 +733,18 @@ def profile(max_events: int = MAX_EVENTS) -> Iterator[Profile]:
 
 def record(entry: Compiled, steps: list[StepInfo], start: float, seconds: float,
            times: list[tuple[int, float, float]]) -> None:
-    """Add one call of ``entry`` made on this thread to every open profile: from ``start``
-    (``time.perf_counter``), ``seconds`` in all, ``times`` the (step index, start, seconds)
-    its profiling runner reported for ``steps``."""
+    """Add one call of ``entry``, made on this thread, to every open profile (``jit``
+    calls it after each profiled call, holding :data:`lock`).
+
+    Args:
+        entry: The compiled signature called.
+        steps: Its profiling runner's steps.
+        start: When the call began (``time.perf_counter``).
+        seconds: How long it took.
+        times: (step index, start, seconds) of each step the runner reported.
+    """
     located = user_location()
-    where = located.short if located is not None else "?"
+    where = sys.intern(located.short) if located is not None else "?"  # one str a line
     thread = _thread()
     with lock:
         for p in ACTIVE:
@@ -688,9 +752,16 @@ def record(entry: Compiled, steps: list[StepInfo], start: float, seconds: float,
 
 
 def compiled(entry: Compiled, start: float, phases: Iterable[tuple[str, float]]) -> None:
-    """Add a compile of ``entry`` made on this thread to every open profile's timeline:
-    from ``start`` (``time.perf_counter``), its ``phases`` ((name, seconds) each) one
-    after the other."""
+    """Add a compile of ``entry``, made on this thread, to every open profile's timeline
+    (``jit`` calls it for a signature compiled inside a block).
+
+    Args:
+        entry: The compiled signature.
+        start: When the compile began (``time.perf_counter``).
+        phases: (name, seconds) of its phases, one after the other from ``start``:
+            tracing, passes, code generation, first call; or building the profiling
+            runner.
+    """
     profiles = tuple(ACTIVE)
     if not profiles:
         return
@@ -709,8 +780,16 @@ def compiled(entry: Compiled, start: float, phases: Iterable[tuple[str, float]])
 def background_compile(entry: Compiled, start: float, faster: bool,
                        error: str | None = None) -> None:
     """Add a compile of ``entry`` in worker processes, from ``start`` until now, to every
-    open profile's timeline, and (unless it failed with ``error``) the switch to what it
-    made: compiled kernels, or ``faster`` ones replacing small kernels' NumPy calls."""
+    open profile's timeline, and unless it failed the switch to what it made (``jit``
+    calls it when a background compile ends, on whichever thread ends it).
+
+    Args:
+        entry: The compiled signature.
+        start: When the compile began (``time.perf_counter``).
+        faster: It made faster kernels for a signature already compiled (replacing
+            NumPy calls for its small kernels), not the kernels of one on the interpreter.
+        error: Why it failed, or None if it succeeded.
+    """
     end = time.perf_counter()
     for p in tuple(ACTIVE):  # off the lock: a switch may run on any thread, holding any lock
         p._background(entry, start, end, faster, error)
@@ -745,16 +824,6 @@ def _category(step: StepInfo) -> str:
     if step.name.startswith("kernel"):
         return "kernel"
     return "library" if step.name.startswith("lib") else "op"
-
-
-def _step_args(step: StepInfo, f: FunctionStats) -> dict[str, Any]:
-    loc = step.location
-    args = {"function": f.name, "signature": f.signature, "step": step.name, "ops": step.ops,
-            "where": loc.short if loc is not None else "?",
-            "source": str(loc) if loc is not None else "?", "bytes": step.nbytes}
-    if step.ops == "transfer":
-        args["bytes copied"] = step.nbytes // 2  # it reads and writes the same size
-    return args
 
 
 def _clip(text: str, width: int) -> str:
