@@ -300,6 +300,20 @@ def test_the_timeline_is_bounded(tmp_path):
             tj.profile(max_events=bad).__enter__()
 
 
+def test_a_loop_is_one_step_of_its_own_category(tmp_path):
+    def cumulative(xs):
+        return tj.lax.scan(lambda c, x: (c + x, c * x), np.float64(0), xs)
+
+    f = tj.jit(cumulative, backend="reference")
+    with tj.profile() as p:
+        f(np.ones(10))
+    data = exported(p, tmp_path)
+    (loop,) = spans(data, "loop")
+    assert loop["args"]["ops"] == "scan" and loop["args"]["bytes"] > 0
+    (scan,) = [s for s in p.steps if s.ops == "scan"]
+    assert loop["name"] == f"cumulative/{scan.name}"
+
+
 class _Tables(HTMLParser):
     """The paragraphs and tables (rows of cell texts) of an HTML fragment."""
 

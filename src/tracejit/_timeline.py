@@ -86,7 +86,7 @@ def _lanes(spans: list[dict]) -> dict[int, int]:
     open_ends: dict[int, list[float]] = {}
     for e in sorted(spans, key=lambda e: (e["ts"], -e["dur"])):
         stack = open_ends.setdefault(e["tid"], [])
-        while stack and stack[-1] <= e["ts"]:
+        while stack and stack[-1] <= e["ts"] + 1e-6:  # (ts + dur: rounding's last bits)
             stack.pop()
         level[id(e)] = len(stack)
         stack.append(e["ts"] + e["dur"])

@@ -545,6 +545,13 @@ class Profile:
 
         Returns:
             An HTML fragment (``<div>`` holding ``<p>`` and ``<table>`` elements).
+
+        Example:
+            >>> import tracejit as tj
+            >>> with tj.profile() as p:
+            ...     pass
+            >>> print(p._repr_html_().splitlines()[1])
+            <p>tracejit profile: 0 calls, 0.000 ms in jitted functions, 0.0 ms compiling them</p>
         """
         head, tables = self._report()
         out = ['<div class="tracejit-profile">']
