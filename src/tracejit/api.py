@@ -180,6 +180,8 @@ class _Entry:
                                   "keeps running %s (please report this): %s", self.name,
                                   self.signature, "on the interpreter" if self.interpreting
                                   else "with NumPy calls for its small kernels", e)
+                if _PROFILES:
+                    profiler.background_compile(self, start, not interpreting, str(e))
                 self.pending.set_exception(e)
                 return
             self.runner, self.profiled = runner, None
@@ -187,6 +189,8 @@ class _Entry:
                                 self.aliases)  # the switch
             self.interpreting = False
             _log_switch(self, time.perf_counter() - start)
+            if _PROFILES:
+                profiler.background_compile(self, start, not interpreting)
             done_pending = self.pending
             if runner.faster is not None:
                 self.switch_later(runner.faster, False)
@@ -535,6 +539,9 @@ class JitFunction:
         entry.compile_s += first
         _log_compile(entry, *times, first)
         if _PROFILES:  # run it again profiled: the first call's time was mostly compiling
+            profiler.compiled(entry, start - sum(times), zip(
+                ("tracing", "passes", "code generation", "first call"), (*times, first),
+                strict=True))
             outs = _profiled_call(entry, leaves)
         return entry, outs
 
@@ -749,12 +756,14 @@ def _profiled_call(entry: _Entry, leaves) -> list:
         if runner is None:
             start = time.perf_counter()
             runner = entry.profiled = entry.runner.profiled()
-            entry.compile_s += time.perf_counter() - start
+            built = time.perf_counter() - start
+            entry.compile_s += built
+            profiler.compiled(entry, start, [("profiling runner", built)])
         start = time.perf_counter()
         writer = _Writes(entry.writes, entry.lowered.optimized_graph, entry.aliases)
         writer.check(leaves)
         outs, times = runner.timed(*leaves)
-        profiler.record(entry, runner.steps, time.perf_counter() - start, times)
+        profiler.record(entry, runner.steps, start, time.perf_counter() - start, times)
     return writer.store(leaves, outs)
 
 

@@ -18,8 +18,9 @@ from typing import Protocol
 from ..ir import Graph, Node
 from ..profiler import StepInfo
 
-# A profiling runner's report of one step: (its index in ``Runner.steps``, seconds).
-StepTime = tuple[int, float]
+# A profiling runner's report of one step: (its index in ``Runner.steps``, when it started
+# by ``time.perf_counter``, seconds).
+StepTime = tuple[int, float, float]
 
 
 class DiskCacheInfo(Protocol):
@@ -40,7 +41,7 @@ class Runner:
     call fewer than going through ``__call__``. ``steps`` describes the steps for
     profiles and logs. ``disk_cache`` is None for a backend that keeps no disk cache.
     ``namespace`` is the generated code's globals: a profiling runner looks up
-    ``record(step, seconds)`` there after each step (see :meth:`timed`).
+    ``record(step, start, seconds)`` there after each step (see :meth:`timed`).
     ``make_profiled`` builds the profiling variant sharing this runner's compiled code;
     None when this runner already is one, or times as a whole (``check=True``'s).
     ``faster``: a runner giving the same bits faster, still compiling (kernels not worth
@@ -65,14 +66,14 @@ class Runner:
         state: the caller runs one timed call of a runner at a time (``api`` holds the
         profiler's lock)."""
         times: list[StepTime] = []
-        self.namespace["record"] = lambda step, seconds: times.append((step, seconds))
+        self.namespace["record"] = lambda step, start, seconds: times.append((step, start, seconds))
         try:
             return self.fn(*leaves), times
         finally:
             self.namespace["record"] = ignore
 
 
-def ignore(step: int, seconds: float) -> None:
+def ignore(step: int, start: float, seconds: float) -> None:
     """The ``record`` of a runner nobody is timing."""
 
 

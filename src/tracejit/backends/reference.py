@@ -48,7 +48,7 @@ def partition(graph: Graph) -> tuple[Graph, list]:
 
 def compile(graph: Graph, profile: bool = False) -> Runner:
     """The runner of ``graph``; its steps are the nodes. With ``profile`` each node is
-    timed and reported to ``record(step, seconds)`` looked up in ``runner.namespace``."""
+    timed and reported to ``record(step, start, seconds)`` looked up in ``runner.namespace``."""
     namespace = {"record": ignore}
     slots = {v: i for i, v in enumerate(graph.inputs)}
     program = []
@@ -84,7 +84,7 @@ def _timed(impl, step: int, namespace: dict):
     def timed(*args, **attrs):
         start = perf_counter()
         value = impl(*args, **attrs)
-        namespace["record"](step, perf_counter() - start)
+        namespace["record"](step, start, perf_counter() - start)
         return value
 
     return timed

@@ -107,7 +107,7 @@ def _runner(graph: Graph, profile: bool, compiled: tuple[list, DiskCacheInfo] | 
     ``compiled`` (the kernels and their disk-cache entry) when a runner of the same graph
     made them already, else compiling or loading them; ``in_loop``: of a loop's body graph
     (``loops.py``). With ``profile`` it calls
-    ``record(step, seconds)`` from its namespace after each step."""
+    ``record(step, start, seconds)`` from its namespace after each step."""
     from .codegen import generate
 
     code = generate(graph, profile, later, in_loop, _loop_step)

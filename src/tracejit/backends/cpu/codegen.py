@@ -144,7 +144,7 @@ def generate(graph: Graph, profile: bool = False, later: bool = False,
              in_loop: bool = False, loop_step: Callable | None = None) -> Generated:
     """The generated code (of the ``later`` runner, or of a loop body, ``in_loop``: see
     ``partition``). With ``profile`` the runner times every step and calls
-    ``record(step, seconds)``; ``namespace["steps"]`` describes the steps. A loop node's
+    ``record(step, start, seconds)``; ``namespace["steps"]`` describes the steps. A loop node's
     step calls ``loop_step(loop)`` (its body compiled by this backend: ``loops.py``,
     given by the package so that this module does not import it), or without one the
     registry's implementation (the body interpreted with NumPy)."""
@@ -170,7 +170,7 @@ def generate(graph: Graph, profile: bool = False, later: bool = False,
                           kern.nodes[0] in in_place, loop_step)
         if profile:
             body.insert(start, "t_start = clock()")
-            body.append(f"record({k}, clock() - t_start)")
+            body.append(f"record({k}, t_start, clock() - t_start)")
     args = ", ".join(mod.names[v] for v in graph.inputs)
     outs = ", ".join(mod.name(v) for v in graph.outputs)
     runner = ["# runner: plain Python, calling the kernels above (as kernel<step>) through ctypes",

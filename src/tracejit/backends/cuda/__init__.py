@@ -137,7 +137,7 @@ def compile(graph: Graph, profile: bool = False) -> Runner:
 def _runner(graph: Graph, profile: bool, kernels: dict | None, prefix: str = "") -> Runner:
     """The runner of a placed graph, binding ``kernels`` when a runner of the same graph
     compiled them already. With ``profile`` it synchronises after each step and calls
-    ``record(step, seconds)`` from its namespace. Loop bodies get runners of their own
+    ``record(step, start, seconds)`` from its namespace. Loop bodies get runners of their own
     (``prefix`` names their kernels), compiled here, before the first call."""
     place = graph.placement
     if place is None or place.target.kind != "cuda":

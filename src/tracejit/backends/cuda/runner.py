@@ -98,7 +98,7 @@ def generate(graph: Graph, module: CudaModule, cupy=None, profile: bool = False,
                 body.append(f"check({k})")
         if profile:
             body.insert(start, "t_start = clock()")
-            body += ["sync()", f"record({k}, clock() - t_start)"]
+            body += ["sync()", f"record({k}, t_start, clock() - t_start)"]
     args = ", ".join(names[v] for v in graph.inputs)
     outs = ", ".join(name(v) for v in graph.outputs)
     src = ["# runner: plain Python, launching the kernels above through CuPy",
