@@ -47,7 +47,7 @@ import pytest
 import tracejit as tj
 from tracejit import errors, lax, nn
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(tj.__file__).resolve().parents[1]  # the source of the package under test
 SECTION = re.compile(r"^(Args|Returns|Yields|Raises|Examples|Attributes|Note|Warns):\s*$")
 ENTRY = re.compile(r"^ {4}(\*{0,2}[\w.]+)(?: \([^)]*\))?:")
 INTERNAL = {errors.IRError, errors.InternalCompilerError}
