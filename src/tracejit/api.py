@@ -74,7 +74,7 @@ class CacheInfo(NamedTuple):
         misses: Calls that traced and compiled a new signature.
         signatures: Signatures in the cache now (one compiled program each).
 
-    Examples:
+    Example:
         >>> f = tj.jit(lambda x: x * 2)
         >>> _ = f(np.ones(3)); _ = f(np.ones(3)); _ = f(np.ones(4))
         >>> f.cache_info()
@@ -130,7 +130,7 @@ class Lowered:
         backend: The name of the backend that compiles it (``"cpu"``, ``"reference"``,
             ``"cuda"``, or ``"dask"`` for calls on Dask arrays).
 
-    Examples:
+    Example:
         >>> @tj.jit
         ... def layer(x, W, b):
         ...     return np.tanh(x @ W + b)
@@ -323,7 +323,7 @@ class JitFunction:
     (``self`` is then a static argument). Called from inside another trace (a jitted or
     differentiated caller) it is inlined into that trace.
 
-    Examples:
+    Example:
         >>> @tj.jit
         ... def f(x, y):
         ...     return x * y + 1
@@ -411,7 +411,7 @@ class JitFunction:
             BackendUnavailable: The call runs in a ``tj.device("cuda")`` block on a
                 machine without CuPy or a GPU.
 
-        Examples:
+        Example:
             >>> f = tj.jit(lambda x, scale: x * scale)
             >>> f(np.ones(2, np.float32), 3.0)
             array([3., 3.], dtype=float32)
@@ -755,7 +755,7 @@ class JitFunction:
                 argument a call would refuse.
             ConcretizationError: As for a call: tracing meets the same errors.
 
-        Examples:
+        Example:
             >>> f = tj.jit(lambda x: np.exp(x) * x)
             >>> print(f.lower(np.ones(3)).ir)
             def <lambda>(x: f64[3]):
@@ -791,7 +791,7 @@ class JitFunction:
                 passed first, or when a compile failed; that signature keeps running
                 where it was (the ``tracejit`` log says why).
 
-        Examples:
+        Example:
             >>> f = tj.jit(lambda x: x + 1, compile="background")
             >>> f(np.zeros(2))
             array([1., 1.])
@@ -816,7 +816,7 @@ class JitFunction:
         Returns:
             The counts, a :class:`CacheInfo` ``(hits, misses, signatures)``.
 
-        Examples:
+        Example:
             >>> f = tj.jit(lambda x: -x)
             >>> _ = f(np.ones(2)); _ = f(np.ones(2))
             >>> f.cache_info()
@@ -832,7 +832,7 @@ class JitFunction:
         the function reads: arrays it reads from globals or closures are constants of
         the compiled code.
 
-        Examples:
+        Example:
             >>> f = tj.jit(lambda x: x * 2)
             >>> _ = f(np.ones(2))
             >>> f.clear_cache()
@@ -1271,7 +1271,7 @@ def jit(
         NonFiniteValue: With ``check="nan"``, at a call: a step made a NaN or an
             infinity from finite inputs.
 
-    Examples:
+    Example:
         >>> @tj.jit
         ... def layer(x, W, b):
         ...     return np.tanh(x @ W + b)

@@ -42,7 +42,7 @@ class Settings:
             back into one loop op (``passes/roll.py``); off, the copies stay as they
             were traced. From ``TRACEJIT_ROLL_LOOPS`` (``1``/``0``); default on.
 
-    Examples:
+    Example:
         >>> tj.config.compile
         'sync'
         >>> tj.config.min_kernel_size = 0  # compile every kernel, however small

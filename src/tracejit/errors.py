@@ -24,7 +24,7 @@ class TracejitError(Exception):
         hint: The fix, or None.
         location: The user's source line (a ``SourceLocation``), or None.
 
-    Examples:
+    Example:
         >>> f = tj.jit(lambda x, y: x + y)
         >>> try:
         ...     f(np.ones(3), np.ones(4))
@@ -67,7 +67,7 @@ class TracingError(TracejitError):
     Tracing runs the function once on stand-ins for its arrays; these errors come from
     that run, at the user's line, before anything is compiled.
 
-    Examples:
+    Example:
         >>> issubclass(tj.errors.ShapeError, tj.errors.TracingError)
         True
     """
@@ -82,7 +82,7 @@ class ConcretizationError(TracingError, TypeError):
     ``tracejit.lax`` loops for data-dependent loops, or make the argument static
     (``static_argnums``). A TypeError, as Python's own refusals are.
 
-    Examples:
+    Example:
         >>> f = tj.jit(lambda x: x if x > 0 else -x)
         >>> f(np.float64(2.0))
         Traceback (most recent call last):
@@ -98,7 +98,7 @@ class UnsupportedOperation(TracingError, NotImplementedError):
     function, or write it with the operations the README's tables list. A
     NotImplementedError.
 
-    Examples:
+    Example:
         >>> tj.jit(lambda x: np.fft.fft(x))(np.ones(4))
         Traceback (most recent call last):
             ...
@@ -112,7 +112,7 @@ class ShapeError(TracingError, ValueError):
     Shapes are static while tracing, so this is found at the user's line before
     anything runs. A ValueError, as NumPy's.
 
-    Examples:
+    Example:
         >>> tj.jit(lambda x, y: x + y)(np.ones(3), np.ones(4))
         Traceback (most recent call last):
             ...
@@ -131,7 +131,7 @@ class WeightsShapeError(TracingError, RuntimeError):
     ``np.cov``'s ``fweights``/``aweights`` must have one entry per observation. A
     RuntimeError, as NumPy's.
 
-    Examples:
+    Example:
         >>> f = tj.jit(lambda x, w: np.cov(x, fweights=w))
         >>> f(np.ones((2, 4)), np.ones(3, int))
         Traceback (most recent call last):
@@ -143,7 +143,7 @@ class WeightsShapeError(TracingError, RuntimeError):
 class AxisError(ShapeError, IndexError):
     """An axis out of range; like NumPy's AxisError it is a ValueError and an IndexError.
 
-    Examples:
+    Example:
         >>> tj.jit(lambda x: np.sum(x, axis=2))(np.ones(3))
         Traceback (most recent call last):
             ...
@@ -158,7 +158,7 @@ class DTypeError(TracingError, TypeError):
 
     Convert the operands explicitly with ``.astype``. A TypeError, as NumPy's.
 
-    Examples:
+    Example:
         >>> tj.jit(lambda x: np.bitwise_and(x, 1))(np.ones(3))
         Traceback (most recent call last):
             ...
@@ -174,7 +174,7 @@ class IndexOutOfBounds(TracejitError, IndexError):
     A constant index is checked while tracing; a traced one (an array argument) when
     the compiled code runs, where NumPy would check it. An IndexError, as NumPy's.
 
-    Examples:
+    Example:
         >>> f = tj.jit(lambda x, i: x[i])
         >>> f(np.ones(3), np.int64(7))
         Traceback (most recent call last):
@@ -193,7 +193,7 @@ class InvalidValue(TracejitError, ValueError):
 
     A ValueError, as NumPy's.
 
-    Examples:
+    Example:
         >>> tj.jit(lambda x: x ** -1)(np.arange(1, 4))
         Traceback (most recent call last):
             ...
@@ -207,7 +207,7 @@ class LinAlgError(TracejitError, np.linalg.LinAlgError):
     A stack that is not of square matrices is found while tracing; a singular or not
     positive definite matrix while running. ``except np.linalg.LinAlgError`` catches it.
 
-    Examples:
+    Example:
         >>> tj.jit(np.linalg.inv)(np.zeros((2, 2)))
         Traceback (most recent call last):
             ...
@@ -220,7 +220,7 @@ class ScalarOverflow(TracejitError, OverflowError):
 
     An OverflowError, as NumPy's.
 
-    Examples:
+    Example:
         >>> tj.jit(lambda x: x + 300)(np.ones(3, np.int8))
         Traceback (most recent call last):
             ...
@@ -237,7 +237,7 @@ class InvalidArgument(TracejitError, TypeError):
     static value, an unknown backend, device or compile mode, a bad ``argnums``. The
     message names the argument (``x[2]`` for a leaf of a pytree). A TypeError.
 
-    Examples:
+    Example:
         >>> tj.jit(lambda x: x)([1.0, {2}])
         Traceback (most recent call last):
             ...
@@ -255,7 +255,7 @@ class IRError(TracejitError):
     The verifier raises it after a pass breaks the graph's rules; ``jit`` reports it as
     an :class:`InternalCompilerError` with a reproducer. Please report it.
 
-    Examples:
+    Example:
         >>> issubclass(tj.errors.IRError, tj.errors.TracejitError)
         True
     """
@@ -268,7 +268,7 @@ class BackendUnavailable(TracejitError, RuntimeError):
     number beyond those present. Install the ``cuda`` extra, or stay on the CPU. A
     RuntimeError.
 
-    Examples:
+    Example:
         >>> tj.device("cuda:99")
         Traceback (most recent call last):
             ...
@@ -283,7 +283,7 @@ class PlacementError(TracejitError, RuntimeError):
     transfers around it, and a :class:`PlacementWarning`. Rewrite the op, or drop
     ``strict``. A RuntimeError; raised when the function compiles.
 
-    Examples:
+    Example:
         >>> issubclass(tj.errors.PlacementError, RuntimeError)
         True
     """
@@ -296,7 +296,7 @@ class KernelError(TracejitError, RuntimeError):
     launch so that the error names the kernel that caused it (without it, CUDA reports
     a failure at some later call). A RuntimeError.
 
-    Examples:
+    Example:
         >>> issubclass(tj.errors.KernelError, RuntimeError)
         True
     """
@@ -308,7 +308,7 @@ class PlacementWarning(UserWarning):
     They run with transfers around them, which usually costs more than the op;
     ``strict=True`` (on ``jit`` or ``tj.device``) makes this a :class:`PlacementError`.
 
-    Examples:
+    Example:
         >>> import warnings
         >>> with warnings.catch_warnings():  # a CPU fallback fails this block's calls
         ...     warnings.simplefilter("error", tj.errors.PlacementWarning)
@@ -323,7 +323,7 @@ class DiskCacheWarning(UserWarning):
     tracejit discards what it cannot trust and compiles afresh, so results stay correct;
     the warning only says that a later process may pay for compiling again.
 
-    Examples:
+    Example:
         >>> issubclass(tj.errors.DiskCacheWarning, UserWarning)
         True
     """
@@ -335,7 +335,7 @@ class RechunkWarning(UserWarning):
     A sort, a solve or a loop over the chunked axis runs on one worker, which then
     holds all of its input: correct, but no longer parallel or out of core.
 
-    Examples:
+    Example:
         >>> issubclass(tj.errors.RechunkWarning, UserWarning)
         True
     """
@@ -349,7 +349,7 @@ class RetraceWarning(UserWarning):
     over ``range(n)`` can be a ``tracejit.lax.fori_loop``, traced once for every n; if
     a few values are by design, say so with ``static_argnums``.
 
-    Examples:
+    Example:
         >>> import warnings
         >>> f = tj.jit(lambda x, n: x[:n])
         >>> with warnings.catch_warnings(record=True) as caught:
@@ -369,7 +369,7 @@ class LoopError(TracingError, TypeError):
     values than given, scanned inputs of different lengths, or a body closing over a
     traced value of another trace. Raised while tracing, at the line calling the loop.
 
-    Examples:
+    Example:
         >>> tj.lax.scan(lambda c, x: (np.append(c, x), x), np.zeros(1), np.arange(3.0))
         Traceback (most recent call last):
             ...
@@ -386,7 +386,7 @@ class InPlaceArgumentError(UnsupportedOperation):
     in a way tracing cannot decide. Pass the array as an argument (writes to arguments
     reach the caller, as in NumPy), or use the returned value.
 
-    Examples:
+    Example:
         >>> buf = np.zeros(3)
         >>> tj.jit(lambda x: np.add(x, 1, out=buf))(np.ones(3))
         Traceback (most recent call last):
@@ -409,7 +409,7 @@ class FrozenRandomState(UnsupportedOperation):
     put back as it was). Pass the generator as an argument (``f(x, rng)``), or call
     ``np.random.<function>`` through the module inside the function.
 
-    Examples:
+    Example:
         >>> from numpy.random import rand
         >>> tj.jit(lambda x: x + rand(3))(np.ones(3))
         Traceback (most recent call last):
@@ -429,7 +429,7 @@ class ReadOnlyDestination(TracejitError, ValueError):
     A broadcast view (``np.broadcast_to``) or an argument whose ``flags.writeable`` is
     False. Write into a copy, or make the array writeable. A ValueError, as NumPy's.
 
-    Examples:
+    Example:
         >>> def fill(x):
         ...     x[0] = 1.0
         >>> tj.jit(fill)(np.broadcast_to(np.zeros(1), (3,)))
@@ -451,7 +451,7 @@ class KernelMismatch(TracejitError, RuntimeError):
     Attributes:
         reproducer: The directory holding the inputs, the IR and the generated source.
 
-    Examples:
+    Example:
         >>> issubclass(tj.errors.KernelMismatch, RuntimeError)
         True
     """
@@ -469,7 +469,7 @@ class NonFiniteValue(TracejitError, FloatingPointError):
     ``np.clip`` before exp) or use the stable forms in ``tracejit.nn``. A
     FloatingPointError.
 
-    Examples:
+    Example:
         >>> import warnings
         >>> f = tj.jit(np.log, check="nan")
         >>> with warnings.catch_warnings():
@@ -495,7 +495,7 @@ class InternalCompilerError(TracejitError, RuntimeError):
     Attributes:
         reproducer: The directory to attach to a report (inputs, IR, source).
 
-    Examples:
+    Example:
         >>> issubclass(tj.errors.InternalCompilerError, RuntimeError)
         True
     """

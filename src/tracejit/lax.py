@@ -86,7 +86,7 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None,
         ConcretizationError: Python needs a value the loop computes (an ``if`` on
             it): the loop's result is not known while tracing.
 
-    Examples:
+    Example:
         >>> carry, ys = tj.lax.scan(lambda c, x: (c + x, c * x), 0.0, np.arange(4.0))
         >>> carry, ys
         (np.float64(6.0), array([0., 0., 2., 9.]))
@@ -118,7 +118,7 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
         ConcretizationError: Python needs a value the loop computes (an ``if`` on
             it): the loop's result is not known while tracing.
 
-    Examples:
+    Example:
         >>> tj.lax.while_loop(lambda v: v < 100, lambda v: v * 2, 1)
         np.int64(128)
     """
@@ -156,7 +156,7 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any, *,
             shape or dtype.
         ConcretizationError: Python needs a value the loop computes.
 
-    Examples:
+    Example:
         >>> tj.lax.fori_loop(0, 5, lambda i, v: v + i, 0.0)
         np.float64(10.0)
     """
@@ -215,7 +215,7 @@ def map(f: Callable, xs: Any, *, batch_size: int | None = None) -> Any:  # noqa:
         LoopError: Scanned inputs of different lengths.
         ConcretizationError: ``f`` needs a traced value as a Python value.
 
-    Examples:
+    Example:
         >>> tj.lax.map(np.sum, np.arange(6.0).reshape(3, 2))
         array([1., 5., 9.])
     """

@@ -55,7 +55,7 @@ def softmax(x: ArrayLike, axis: int | tuple[int, ...] | None = -1) -> np.ndarray
     Returns:
         The softmax, of ``x``'s shape; each slice along ``axis`` sums to 1.
 
-    Examples:
+    Example:
         >>> tj.nn.softmax(np.array([1.0, 2.0, 3.0]))
         array([0.09003057, 0.24472847, 0.66524096])
         >>> tj.nn.softmax(np.array([1000.0, 1000.0]))  # no overflow
@@ -77,7 +77,7 @@ def log_softmax(x: ArrayLike, axis: int | tuple[int, ...] | None = -1) -> np.nda
     Returns:
         The log-probabilities, of ``x``'s shape.
 
-    Examples:
+    Example:
         >>> tj.nn.log_softmax(np.array([1.0, 2.0, 3.0]))
         array([-2.40760596, -1.40760596, -0.40760596])
         >>> tj.nn.log_softmax(np.array([0.0, -1000.0]))  # log(softmax) would give -inf
@@ -102,7 +102,7 @@ def logsumexp(x: ArrayLike, axis: int | tuple[int, ...] | None = None,
     Returns:
         The reduction: a NumPy scalar when all axes are reduced, else an array.
 
-    Examples:
+    Example:
         >>> tj.nn.logsumexp(np.array([1000.0, 1000.0]))
         np.float64(1000.6931471805599)
     """
@@ -124,7 +124,7 @@ def relu(x: ArrayLike) -> np.ndarray:
     Returns:
         The rectified array, of ``x``'s shape and dtype.
 
-    Examples:
+    Example:
         >>> tj.nn.relu(np.array([-1.0, 0.5, np.nan]))
         array([0. , 0.5, nan])
     """
@@ -142,7 +142,7 @@ def sigmoid(x: ArrayLike) -> np.ndarray:
     Returns:
         The logistic function of ``x``, in [0, 1].
 
-    Examples:
+    Example:
         >>> tj.nn.sigmoid(np.array([-800.0, 0.0, 800.0]))
         array([0. , 0.5, 1. ])
     """
@@ -161,7 +161,7 @@ def softplus(x: ArrayLike) -> np.ndarray:
     Returns:
         The softplus of ``x``, of its shape.
 
-    Examples:
+    Example:
         >>> tj.nn.softplus(np.array([-1000.0, 0.0, 1000.0]))
         array([0.00000000e+00, 6.93147181e-01, 1.00000000e+03])
     """
@@ -185,7 +185,7 @@ def one_hot(labels: ArrayLike, num_classes: int, dtype: DTypeLike = np.float64) 
     Raises:
         TypeError: ``num_classes`` is not an integer.
 
-    Examples:
+    Example:
         >>> tj.nn.one_hot(np.array([0, 2, 5]), 3)
         array([[1., 0., 0.],
                [0., 0., 1.],
@@ -217,7 +217,7 @@ def categorical_crossentropy(predictions: ArrayLike, targets: ArrayLike, *,
     Raises:
         IndexError: A class label out of range (``IndexOutOfBounds`` under ``jit``).
 
-    Examples:
+    Example:
         >>> p = np.array([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1]])
         >>> tj.nn.categorical_crossentropy(p, np.array([0, 1]))
         array([0.35667494, 0.22314355])
@@ -249,7 +249,7 @@ def binary_crossentropy(predictions: ArrayLike, targets: ArrayLike, *,
     Returns:
         The elementwise loss.
 
-    Examples:
+    Example:
         >>> tj.nn.binary_crossentropy(np.array([0.9, 0.2]), np.array([1.0, 0.0]))
         array([0.10536052, 0.22314355])
         >>> z = np.array([50.0, -50.0])
@@ -274,7 +274,7 @@ def mse(predictions: ArrayLike, targets: ArrayLike) -> np.ndarray:
     Returns:
         ``mean((predictions - targets) ** 2, axis=-1)``.
 
-    Examples:
+    Example:
         >>> tj.nn.mse(np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([[1.0, 0.0], [3.0, 5.0]]))
         array([2. , 0.5])
     """

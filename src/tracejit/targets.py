@@ -38,7 +38,7 @@ class Device:
         kind: ``"cpu"`` or ``"cuda"``.
         index: The GPU's number among those CuPy sees (0 for the CPU).
 
-    Examples:
+    Example:
         >>> tj.Device("cuda", 1)
         Device('cuda:1')
         >>> str(tj.Device("cuda", 1))
@@ -108,7 +108,7 @@ def device(spec: str | Device, *, strict: bool = False
         BackendUnavailable: A GPU asked for on a machine without CuPy, without a
             visible GPU, or with fewer GPUs than ``N``; the message says which.
 
-    Examples:
+    Example:
         >>> with tj.device("cpu") as d:
         ...     print(repr(d), repr(tj.default_device()))
         Device('cpu') Device('cpu')
@@ -140,7 +140,7 @@ def default_device() -> Device:
         The :class:`Device` a jitted call made here would run on (unless its ``jit``
             names one).
 
-    Examples:
+    Example:
         >>> tj.default_device()
         Device('cpu')
     """
@@ -160,7 +160,7 @@ def devices() -> list[Device]:
     Returns:
         A list of :class:`Device`, the CPU first.
 
-    Examples:
+    Example:
         >>> tj.devices()[0]
         Device('cpu')
     """
@@ -202,7 +202,7 @@ def to_device(x: Any, spec: str | Device) -> Any:
         BackendUnavailable: A GPU asked for on a machine without CuPy, without a
             visible GPU, or with fewer GPUs than ``N``; the message says which.
 
-    Examples:
+    Example:
         >>> x = np.ones(3)
         >>> tj.to_device(x, "cpu") is x
         True
@@ -225,7 +225,7 @@ def to_host(x: Any) -> np.ndarray:
     Returns:
         A NumPy array; ``x`` itself when it is one.
 
-    Examples:
+    Example:
         >>> tj.to_host([1, 2])
         array([1, 2])
     """
@@ -297,7 +297,7 @@ def synchronize(spec: str | Device | None = None) -> None:
         BackendUnavailable: A GPU asked for on a machine without CuPy, without a
             visible GPU, or with fewer GPUs than ``N``; the message says which.
 
-    Examples:
+    Example:
         >>> tj.synchronize()
         >>> tj.synchronize("cpu")
     """

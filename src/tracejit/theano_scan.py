@@ -181,7 +181,7 @@ def scan(fn: Callable, sequences: Any = None, outputs_info: Any = None,
         The options after ``n_steps`` are keyword-only: Theano's positional order
         (``truncate_gradient`` before ``go_backwards``) differs from this signature's.
 
-    Examples:
+    Example:
         >>> out, updates = tj.scan(lambda x, acc: acc + x, sequences=np.arange(4.0),
         ...                        outputs_info=0.0)
         >>> out, updates

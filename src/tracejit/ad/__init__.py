@@ -251,7 +251,7 @@ def grad(fn: Callable, argnums: int | tuple[int, ...] = 0, has_aux: bool = False
         InvalidArgument: At a call: ``argnums`` out of range, empty or repeated; with
             ``has_aux``, an output that is no pair.
 
-    Examples:
+    Example:
         >>> def loss(w, x):
         ...     return np.sum(np.tanh(x @ w) ** 2)
         >>> w, x = np.array([0.5, -0.25]), np.array([[1.0, 2.0], [3.0, 1.0]])
@@ -288,7 +288,7 @@ def value_and_grad(fn: Callable, argnums: int | tuple[int, ...] = 0, has_aux: bo
             floating point.
         InvalidArgument: At a call: ``argnums`` out of range, empty or repeated.
 
-    Examples:
+    Example:
         >>> f = tj.value_and_grad(lambda x: np.sum(x ** 3))
         >>> value, g = f(np.array([1.0, 2.0]))
         >>> value, g
@@ -334,7 +334,7 @@ def stop_gradient(x: Any) -> Any:
     Returns:
         ``x``, with each traced leaf marked as a constant for differentiation.
 
-    Examples:
+    Example:
         >>> f = tj.grad(lambda x: np.sum(x * tj.stop_gradient(x)))
         >>> f(np.array([1.0, 2.0]))  # d/dx of x * c is c, not 2 x
         array([1., 2.])
@@ -420,7 +420,7 @@ def vjp(fn: Callable, *primals: Any, has_aux: bool = False,
             output's; inside a trace, ``vjp_fn`` called after that trace finished.
         ShapeError: At ``vjp_fn``: a cotangent whose shape differs from its output's.
 
-    Examples:
+    Example:
         >>> out, vjp_fn = tj.vjp(lambda x: np.sin(x) * 2, np.array([0.0, 1.0]))
         >>> out
         array([0.        , 1.68294197])
@@ -525,7 +525,7 @@ def jacobian(fn: Callable, argnums: int | tuple[int, ...] = 0, *,
             floating point.
         InvalidArgument: At a call: ``argnums`` out of range, empty or repeated.
 
-    Examples:
+    Example:
         >>> tj.jacobian(lambda x: x ** 2)(np.array([1.0, 2.0]))
         array([[2., 0.],
                [0., 4.]])

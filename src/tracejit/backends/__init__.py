@@ -48,7 +48,7 @@ def available_backends() -> list[str]:
     Returns:
         The backend names, ``["reference", "cpu"]`` plus ``"cuda"`` on a GPU machine.
 
-    Examples:
+    Example:
         >>> tj.available_backends()[:2]
         ['reference', 'cpu']
     """
