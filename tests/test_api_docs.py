@@ -3,7 +3,7 @@
 The docs site renders these docstrings with mkdocstrings (Google style), so each public
 name (``tracejit.__all__``; the public members of ``lax``, ``nn`` and ``errors``; the
 public methods, properties and data attributes of JitFunction, Lowered, CacheInfo,
-Device, Profile and the ``config`` Settings) must carry:
+Device, Profile, the ``config`` Settings and what ``grad`` & co. return) must carry:
 
 - a one-line summary ending in a full stop, then a blank line (or nothing more);
 - ``Args:`` naming exactly the parameters of a function or method that takes any;
@@ -96,6 +96,9 @@ def _collect() -> dict[str, object]:
     for cls in (tj.JitFunction, tj.Lowered, tj.CacheInfo, tj.Device, tj.Profile):
         for name, member in _public_members(cls).items():
             found[f"tracejit.{cls.__name__}.{name}"] = member
+    # what grad, value_and_grad and jacobian return: their methods live on the base class
+    for name, member in _public_members(type(tj.grad(np.sin)).__mro__[1]).items():
+        found[f"tracejit.ad.GradFunction.{name}"] = member
     return found
 
 

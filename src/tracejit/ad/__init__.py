@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..api import jit
+from ..api import CacheInfo, Lowered, jit
 from ..errors import DTypeError, InvalidArgument, ShapeError, UnsupportedOperation
 from ..ir import Value
 from ..locations import SourceLocation
@@ -174,16 +174,64 @@ class _Transformed:
         self.__name__ = traced.__name__
         self._jit = jit(traced, backend=backend, check=check)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Compute the transformation at these arguments.
+
+        On arrays it runs the compiled transformation (one cache entry per signature);
+        inside a trace it records into that trace.
+
+        Args:
+            *args: ``fn``'s positional arguments.
+            **kwargs: ``fn``'s keyword arguments (never differentiated).
+
+        Returns:
+            What :func:`grad`, :func:`value_and_grad` or :func:`jacobian` describes.
+
+        Raises:
+            ShapeError: A gradient of an output that is not a scalar.
+            DTypeError: An output or a differentiated argument that is not real floating
+                point.
+            InvalidArgument: ``argnums`` out of range, empty or repeated.
+
+        Example:
+            >>> tj.grad(lambda x, y: np.sum(x * y))(np.ones(2), np.arange(2.0))
+            array([0., 1.])
+        """
         if _active_trace() is not None:  # its arguments are the caller's arrays
             return self._traced(args, kwargs)
         return self._jit(*args, **kwargs)
 
-    def lower(self, *args, **kwargs):
-        """Trace and optimise for these arguments (nothing runs)."""
+    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
+        """Trace and optimise for these arguments (nothing runs).
+
+        The forward and backward passes are one graph: its IR shows both.
+
+        Args:
+            *args: Positional arguments as for a call.
+            **kwargs: Keyword arguments as for a call.
+
+        Returns:
+            The lowered function, a ``tracejit.Lowered``.
+
+        Example:
+            >>> g = tj.grad(lambda x: np.sum(x ** 2))
+            >>> g.lower(np.ones(3)).signature
+            'x: f64[3]'
+        """
         return self._jit.lower(*args, **kwargs)
 
-    def cache_info(self):
+    def cache_info(self) -> CacheInfo:
+        """The cache statistics of the compiled transformation, as ``JitFunction``'s.
+
+        Returns:
+            The counts, a ``tracejit.CacheInfo`` ``(hits, misses, signatures)``.
+
+        Example:
+            >>> g = tj.grad(lambda x: np.sum(x ** 2))
+            >>> _ = g(np.ones(3))
+            >>> g.cache_info()
+            CacheInfo(hits=0, misses=1, signatures=1)
+        """
         return self._jit.cache_info()
 
 
