@@ -66,8 +66,8 @@ class CacheInfo(NamedTuple):
 
     A named tuple (as ``functools.lru_cache``'s ``cache_info()``), so it compares and
     unpacks like one. A miss is a call that traced and compiled a new signature; every
-    other call is a hit, a call that compiled in the background and still runs on the
-    interpreter included.
+    other call is a hit, including a call answered by the interpreter while its
+    signature compiles in the background.
 
     Attributes:
         hits: Calls that found their signature compiled.

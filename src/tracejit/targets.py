@@ -137,8 +137,8 @@ def default_device() -> Device:
     """The device of the innermost ``tj.device`` block of this thread, else the CPU.
 
     Returns:
-        The :class:`Device` a jitted call made here would run on (unless its ``jit``
-            names one).
+        The device a jitted call made here would run on (unless its ``jit`` names
+            one), a :class:`Device`.
 
     Example:
         >>> tj.default_device()

@@ -185,7 +185,8 @@ class _Transformed:
             **kwargs: ``fn``'s keyword arguments (never differentiated).
 
         Returns:
-            What :func:`grad`, :func:`value_and_grad` or :func:`jacobian` describes.
+            The result described by :func:`grad`, :func:`value_and_grad` or
+                :func:`jacobian`.
 
         Raises:
             ShapeError: A gradient of an output that is not a scalar.
