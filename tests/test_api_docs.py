@@ -331,6 +331,9 @@ def test_docstrings_parse_with_griffe(caplog):
             assert "raises" in kinds, name
         if "Examples:" in text:
             assert "examples" in kinds, name
+        for section in sections:  # "A :class:`X` ..." would be read as a value named "A"
+            if section.kind.value == "returns":
+                assert all(not r.name for r in section.value), (name, section.value[0].name)
     assert parsed > len(PUBLIC) // 2
     warned = [r.getMessage() for r in caplog.records if r.name.startswith("griffe")]
     assert not warned, "\n".join(warned)
