@@ -113,8 +113,8 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
         The final ``val``.
 
     Raises:
-        LoopError: The body does not fit the loop: a carry whose shape or dtype
-            changes from one step to the next, scanned inputs of different lengths.
+        LoopError: A body that changes ``val``'s shape or dtype, or a condition that
+            is not one boolean scalar.
         ConcretizationError: Python needs a value the loop computes (an ``if`` on
             it): the loop's result is not known while tracing.
 
