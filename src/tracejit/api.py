@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 import warnings
-from collections import namedtuple
+from collections.abc import Callable
 from concurrent import futures
 from concurrent.futures import Future
 from typing import Any, NamedTuple
@@ -60,7 +60,31 @@ from .trace import Tracer, pytree, trace_function
 from .trace.core import array_problem
 from .trace.random import GENERATORS, TracedGenerator, traced_generator, traced_static
 
-CacheInfo = namedtuple("CacheInfo", "hits misses signatures")
+
+class CacheInfo(NamedTuple):
+    """How a jitted function's cache has served its calls, from :meth:`JitFunction.cache_info`.
+
+    A named tuple (as ``functools.lru_cache``'s ``cache_info()``), so it compares and
+    unpacks like one. A miss is a call that traced and compiled a new signature; every
+    other call is a hit, including a call answered by the interpreter while its
+    signature compiles in the background.
+
+    Attributes:
+        hits: Calls that found their signature compiled.
+        misses: Calls that traced and compiled a new signature.
+        signatures: Signatures in the cache now (one compiled program each).
+
+    Example:
+        >>> f = tj.jit(lambda x: x * 2)
+        >>> _ = f(np.ones(3)); _ = f(np.ones(3)); _ = f(np.ones(4))
+        >>> f.cache_info()
+        CacheInfo(hits=1, misses=2, signatures=2)
+        >>> hits, misses, signatures = f.cache_info()
+    """
+
+    hits: int
+    misses: int
+    signatures: int
 
 
 # The backend for what runs on the host when a device backend is asked for by name
@@ -93,7 +117,34 @@ class CallSignature(NamedTuple):
 
 
 class Lowered:
-    """A traced and optimised function for one signature, for inspection (nothing runs)."""
+    """A traced and optimised function for one signature, for inspection (nothing runs).
+
+    What :meth:`JitFunction.lower` returns: the IR graph as traced, the graph the passes
+    made of it (fused, simplified, placed on devices) and the backend's source for it,
+    the way Theano's ``debugprint`` showed a compiled function. Printing the IR is the
+    first step in finding out why a function is slow or gives a surprising result.
+
+    Attributes:
+        graph: The traced IR graph (:class:`tracejit.ir.Graph`), before any pass.
+        optimized_graph: The graph after the passes, as the backend compiles it.
+        backend: The name of the backend that compiles it (``"cpu"``, ``"reference"``,
+            ``"cuda"``, or ``"dask"`` for calls on Dask arrays).
+
+    Example:
+        >>> @tj.jit
+        ... def layer(x, W, b):
+        ...     return np.tanh(x @ W + b)
+        >>> x, W, b = np.ones((4, 3), np.float32), np.ones((3, 2), np.float32), np.zeros(2)
+        >>> low = layer.lower(x, W, b)
+        >>> low.signature
+        'x: f32[4,3], W: f32[3,2], b: f64[2]'
+        >>> print(low.ir)
+        def layer(x: f32[4,3], W: f32[3,2], b: f64[2]):
+            %0: f32[4,2] = matmul(x, W)  # ...
+            %1: f64[4,2] = add(%0, b)  # ...
+            %2: f64[4,2] = tanh(%1)  # ...
+            return %2
+    """
 
     def __init__(self, graph: Graph, optimized: Graph, backend: str, where: tuple | None = None):
         self.graph = graph
@@ -103,7 +154,15 @@ class Lowered:
 
     @property
     def plan(self) -> str:
-        """On Dask arrays: the tasks the function runs as, stage by stage, in words."""
+        """On Dask arrays: the tasks the function runs as, stage by stage, in words.
+
+        Each stage is one Dask task per chunk; the plan says which ops a stage runs,
+        on what chunks, and where whole arrays are gathered (see ``RechunkWarning``).
+
+        Raises:
+            InvalidArgument: The function was lowered for NumPy (or CuPy) arrays, which
+                run as one program, not as a Dask plan.
+        """
         if self._where is None:
             raise InvalidArgument("plan describes calls on Dask arrays",
                                   hint="lower the function with dask.array arguments")
@@ -119,10 +178,12 @@ class Lowered:
 
     @property
     def ir(self) -> str:
+        """The traced graph as text: one line per op with its type and the user's line."""
         return str(self.graph)
 
     @property
     def optimized_ir(self) -> str:
+        """The optimised graph as text: fused kernels, devices and transfers shown."""
         return str(self.optimized_graph)
 
     @property
@@ -133,6 +194,7 @@ class Lowered:
 
     @property
     def source(self) -> str:
+        """The code the backend generates: Numba Python for the CPU, CUDA C for a GPU."""
         return get_backend(self.backend).source(self.optimized_graph)
 
     def __repr__(self) -> str:
@@ -260,7 +322,25 @@ def _bad_leaf(leaf, name: str, problem: InvalidArgument) -> InvalidArgument:
 
 
 class JitFunction:
-    """A function compiled per signature. Create with :func:`jit`."""
+    """A function compiled per signature. Create with :func:`jit`.
+
+    Calling it looks the call's signature (argument structure, shapes, dtypes, static
+    values, device) up in its cache; a new signature is traced, optimised and compiled
+    first. It keeps the wrapped function's name and docstring, and works as a method
+    (``self`` is then a static argument). Called from inside another trace (a jitted or
+    differentiated caller) it is inlined into that trace.
+
+    Example:
+        >>> @tj.jit
+        ... def f(x, y):
+        ...     return x * y + 1
+        >>> f
+        <tracejit.jit 'f'>
+        >>> f(np.arange(3.0), 2.0)
+        array([1., 3., 5.])
+        >>> f.cache_info()
+        CacheInfo(hits=0, misses=1, signatures=1)
+    """
 
     def __init__(self, fn, static_argnums=(), static_argnames=(), backend: str | None = None,
                  device=None, strict: bool = False, check: bool | str | None = None,
@@ -309,7 +389,42 @@ class JitFunction:
         self._misses = 0
 
     # ------------------------------------------------------------ calling
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the function on these arguments, compiling their signature on first use.
+
+        Arrays are traced by shape and dtype, so a call with new shapes compiles again;
+        Python scalars are weakly typed 0-d inputs (NumPy 2 promotion), and hashable
+        non-arrays (a mode string) are static values, part of the cache key.
+
+        Args:
+            *args: The function's positional arguments: arrays, scalars, and pytrees
+                (tuples, lists, dicts) of them.
+            **kwargs: Its keyword arguments, the same kinds.
+
+        Returns:
+            What the function returns, with arrays as NumPy would give them (ndarrays
+                from the CPU, 0-d results as NumPy scalars, CuPy arrays from a GPU).
+
+        Raises:
+            InvalidArgument: An argument jit cannot take: an object array, an
+                ``np.matrix``, an unhashable non-array, an unhashable static value.
+            ConcretizationError: The function needs a traced value as a Python value
+                (``if x > 0``, ``float(x)``).
+            UnsupportedOperation: It calls a NumPy function or argument tracejit does
+                not implement.
+            ShapeError: Shapes NumPy would reject (``DTypeError``, ``AxisError`` and
+                the other ``tracejit.errors`` classes likewise, each a subclass of the
+                builtin exception NumPy raises).
+            BackendUnavailable: The call runs in a ``tj.device("cuda")`` block on a
+                machine without CuPy or a GPU.
+
+        Example:
+            >>> f = tj.jit(lambda x, scale: x * scale)
+            >>> f(np.ones(2, np.float32), 3.0)
+            array([3., 3.], dtype=float32)
+            >>> f(np.ones(2, np.float32), scale=3.0)
+            array([3., 3.], dtype=float32)
+        """
         if not kwargs and not _PROFILES and not targets.gpu_requested:
             key = []
             for a in args:
@@ -631,9 +746,34 @@ class JitFunction:
         return names
 
     # ------------------------------------------------------------ inspection
-    def lower(self, *args, **kwargs) -> Lowered:
-        """Trace and optimise for these arguments' signature (and the device asked for)
-        without running anything."""
+    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
+        """Trace and optimise for these arguments' signature without running anything.
+
+        The device asked for (``jit(device=...)`` or a ``tj.device`` block) counts, as it
+        would for a call. A signature already compiled gives its cached result.
+
+        Args:
+            *args: Positional arguments as for a call (only their shapes, dtypes and
+                static values matter).
+            **kwargs: Keyword arguments as for a call.
+
+        Returns:
+            The lowered function, a :class:`Lowered`: its IR before and after the
+                passes and the backend's source.
+
+        Raises:
+            InvalidArgument: Called with traced values (inside another trace), or with an
+                argument a call would refuse.
+            ConcretizationError: As for a call: tracing meets the same errors.
+
+        Example:
+            >>> f = tj.jit(lambda x: np.exp(x) * x)
+            >>> print(f.lower(np.ones(3)).ir)
+            def <lambda>(x: f64[3]):
+                %0: f64[3] = exp(x)  # ...
+                %1: f64[3] = multiply(%0, x)  # ...
+                return %1
+        """
         sig, leaves = self._signature(args, kwargs, False, *self._target())
         if sig is None:
             raise InvalidArgument("lower() needs concrete arrays, not traced values")
@@ -648,9 +788,27 @@ class JitFunction:
         return self.lower(*args, **kwargs)  # a Python int argument is static now
 
     def wait_compiled(self, timeout: float | None = None) -> bool:
-        """Wait until every signature compiling in the background runs all its compiled
-        code (or ``timeout`` seconds pass); whether they all do. A compile that failed
-        ends the wait with False: that signature stays where it was (the log says why)."""
+        """Wait until every signature compiling in the background runs compiled code.
+
+        With ``compile="background"`` a new signature's calls run on the reference
+        interpreter until its kernels are ready; this waits for that switch (useful
+        before timing, or in tests). With nothing compiling it returns at once.
+
+        Args:
+            timeout: The most seconds to wait; None waits as long as it takes.
+
+        Returns:
+            Whether every signature runs all its compiled code. False when the timeout
+                passed first, or when a compile failed; that signature keeps running
+                where it was (the ``tracejit`` log says why).
+
+        Example:
+            >>> f = tj.jit(lambda x: x + 1, compile="background")
+            >>> f(np.zeros(2))
+            array([1., 1.])
+            >>> f.wait_compiled(timeout=60)
+            True
+        """
         deadline = None if timeout is None else time.perf_counter() + timeout
         while True:
             with self._lock:
@@ -664,9 +822,34 @@ class JitFunction:
                     return True
 
     def cache_info(self) -> CacheInfo:
+        """How many calls hit the cache, how many compiled, how many signatures it holds.
+
+        Returns:
+            The counts, a :class:`CacheInfo` ``(hits, misses, signatures)``.
+
+        Example:
+            >>> f = tj.jit(lambda x: -x)
+            >>> _ = f(np.ones(2)); _ = f(np.ones(2))
+            >>> f.cache_info()
+            CacheInfo(hits=1, misses=1, signatures=1)
+        """
         return CacheInfo(int(repr(self._hits)[6:-1]), self._misses, len(self._cache))
 
     def clear_cache(self) -> None:
+        """Forget every compiled signature and reset the counters.
+
+        The next call of each signature traces and compiles again (the disk cache, if
+        the backend has one, may still hold its kernels). Use it after changing a global
+        the function reads: arrays it reads from globals or closures are constants of
+        the compiled code.
+
+        Example:
+            >>> f = tj.jit(lambda x: x * 2)
+            >>> _ = f(np.ones(2))
+            >>> f.clear_cache()
+            >>> f.cache_info()
+            CacheInfo(hits=0, misses=0, signatures=0)
+        """
         with self._lock:
             self._cache.clear()
             self._fast.clear()
@@ -1081,28 +1264,73 @@ def _loop_carry(node, producers) -> bool:
 
 
 def jit(
-    fn=None,
+    fn: Callable | None = None,
     *,
     static_argnums: int | tuple[int, ...] = (),
     static_argnames: str | tuple[str, ...] = (),
     backend: str | None = None,
-    device=None,
+    device: str | targets.Device | None = None,
     strict: bool = False,
     check: bool | str | None = None,
     compile: str | None = None,
-):
-    """Compile ``fn`` per signature. Usable as ``@jit`` or ``@jit(static_argnums=...)``.
-    ``device`` (``"cpu"``, ``"cuda:N"``) overrides the ``tj.device`` block of the call;
-    ``strict`` (with ``device``) makes an op the GPU cannot run an error instead of a
-    warning and a CPU fallback. ``backend`` picks the CPU compiler (``"cpu"`` or
-    ``"reference"``); ``backend="cuda"`` is ``device="cuda"``. ``check=True`` compares
-    every compiled step with the reference interpreter (raising KernelMismatch),
-    ``check="nan"`` stops at the first NaN or infinity made from finite inputs (raising
-    NonFiniteValue); the default comes from ``TRACEJIT_CHECK`` (``1`` or ``nan``).
-    ``compile="sync"`` makes a new signature's first call wait for its kernels;
-    ``"background"`` answers it (and later calls) with the reference interpreter until
-    they are compiled (in other processes); the default is ``tracejit.config.compile``
-    (``TRACEJIT_COMPILE``). ``check`` always compiles synchronously."""
+) -> JitFunction | Callable[[Callable], JitFunction]:
+    """Compile ``fn`` per signature: trace it once, run the compiled code afterwards.
+
+    ``fn`` is plain NumPy code. Its first call with a new signature (the arguments' pytree
+    structure, shapes and dtypes, the static values, the device) traces it into IR,
+    optimises and compiles that; later calls with the same signature run the compiled
+    code from the cache. Usable as ``@jit`` or ``@jit(static_argnums=...)``.
+
+    Args:
+        fn: The function to compile; None returns a decorator taking it.
+        static_argnums: Positions of arguments passed by value, not traced: part of the
+            cache key (one compile per value), so they may steer Python control flow.
+        static_argnames: The same for arguments given by name.
+        backend: The CPU compiler: ``"cpu"`` (Numba, the default, or
+            ``TRACEJIT_BACKEND``) or ``"reference"`` (NumPy interprets the graph op by
+            op). ``backend="cuda"`` means ``device="cuda"``.
+        device: Where to run (``"cpu"``, ``"cuda"``, ``"cuda:N"`` or a :class:`Device`),
+            overriding the ``tj.device`` block around the call.
+        strict: With ``device``: an op the GPU cannot run is an error
+            (:class:`~tracejit.errors.PlacementError`) instead of a
+            :class:`~tracejit.errors.PlacementWarning` and a CPU fallback.
+        check: ``True`` compares every compiled step with the reference interpreter
+            (raising KernelMismatch); ``"nan"`` stops at the first NaN or infinity made
+            from finite inputs (raising NonFiniteValue). The default comes from
+            ``TRACEJIT_CHECK`` (``1`` or ``nan``). Checking always compiles synchronously.
+        compile: ``"sync"``: a new signature's first call waits for its kernels;
+            ``"background"``: that call (and later ones) run on the reference interpreter
+            until the kernels, compiled in other processes, are ready. The default is
+            ``tracejit.config.compile`` (``TRACEJIT_COMPILE``).
+
+    Returns:
+        The compiled function, a :class:`JitFunction` wrapping ``fn`` (or, when ``fn``
+            is None, a decorator that makes one).
+
+    Raises:
+        InvalidArgument: An unknown backend or compile mode; a malformed device name.
+        BackendUnavailable: ``device`` names a GPU this machine does not have.
+        KernelMismatch: With ``check=True``, at a call: a compiled step disagreed with
+            the reference interpreter.
+        NonFiniteValue: With ``check="nan"``, at a call: a step made a NaN or an
+            infinity from finite inputs.
+
+    Example:
+        >>> @tj.jit
+        ... def layer(x, W, b):
+        ...     return np.tanh(x @ W + b)
+        >>> layer(np.ones((2, 3)), np.full((3, 2), 0.1), np.zeros(2)).round(4)
+        array([[0.2913, 0.2913],
+               [0.2913, 0.2913]])
+
+        A static argument steers Python code; each value compiles once:
+
+        >>> @tj.jit(static_argnames="mode")
+        ... def act(x, mode):
+        ...     return np.maximum(x, 0) if mode == "relu" else np.tanh(x)
+        >>> act(np.array([-1.0, 2.0]), mode="relu")
+        array([0., 2.])
+    """
     if fn is None:
         return functools.partial(jit, static_argnums=static_argnums,
                                  static_argnames=static_argnames, backend=backend,

@@ -19,14 +19,45 @@ COMPILE_MODES = ("sync", "background")
 
 
 class Settings:
-    """``compile``: ``"sync"`` (a new signature's first call waits for its kernels) or
-    ``"background"`` (it runs on the reference interpreter while they compile in another
-    process). ``min_kernel_size``: loop kernels iterating over fewer elements run as NumPy
-    calls instead (a compile costs ~0.1-0.3 s; NumPy takes about a microsecond per op on
-    them); 0 compiles every kernel. ``compile_workers``: processes that compile kernels
-    (0: compile in the calling process, one kernel after another). ``roll_loops``: a
-    Python loop traced into repeated copies of its body is rolled back into one loop op
-    (``passes/roll.py``); off, the copies stay as they were traced."""
+    """Process-wide settings (``tracejit.config``), read from the environment once.
+
+    Each setting starts from its environment variable (a malformed value warns and keeps
+    the default, rather than failing an import) and can be changed from Python; a
+    change applies to signatures compiled afterwards. A misspelt setting name or a
+    value of the wrong kind raises at the assignment, so a typo cannot pass silently.
+
+    Attributes:
+        compile: ``"sync"``: a new signature's first call waits for its kernels.
+            ``"background"``: it runs on the reference interpreter while they compile
+            in other processes. Each ``jit(compile=...)`` can override it for itself.
+            From ``TRACEJIT_COMPILE``; default ``"sync"``.
+        min_kernel_size: Loop kernels iterating over fewer elements run as NumPy calls
+            instead (a compile costs ~0.1-0.3 s; NumPy takes about a microsecond per op
+            on them); 0 compiles every kernel. From ``TRACEJIT_MIN_KERNEL_SIZE``;
+            default 4096.
+        compile_workers: Processes that compile kernels; 0 compiles in the calling
+            process, one kernel after another. From ``TRACEJIT_COMPILE_WORKERS``;
+            default one per core, at most 4, and 0 on a single core.
+        roll_loops: A Python loop traced into repeated copies of its body is rolled
+            back into one loop op (``passes/roll.py``); off, the copies stay as they
+            were traced. From ``TRACEJIT_ROLL_LOOPS`` (``1``/``0``); default on.
+
+    Example:
+        >>> tj.config.compile
+        'sync'
+        >>> tj.config.min_kernel_size = 0  # compile every kernel, however small
+        >>> tj.config.roll_loops = "off"  # the environment's spellings are taken too
+        >>> tj.config.roll_loops
+        False
+        >>> tj.config.compile = "later"
+        Traceback (most recent call last):
+            ...
+        ValueError: compile must be one of ('sync', 'background'), not 'later'
+        >>> tj.config.complie = "sync"
+        Traceback (most recent call last):
+            ...
+        AttributeError: tracejit.config has no setting 'complie'
+    """
 
     def __init__(self) -> None:
         self.compile = _read("TRACEJIT_COMPILE", "sync", compile_mode)

@@ -58,16 +58,70 @@ def _compiled(kind: str, fn: Callable, *params) -> Callable:
 
 def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None,
          reverse: bool = False, unroll: int | bool = 1) -> tuple[Any, Any]:
-    """Loop ``carry, y = f(carry, x)`` over the leading axis of ``xs``; returns the final
-    carry and the ``y``s stacked (as ``jax.lax.scan``). ``length`` gives the trip count
-    when ``xs`` is None."""
+    """Loop ``carry, y = f(carry, x)`` over the leading axis of ``xs`` (``jax.lax.scan``).
+
+    The body is traced once, whatever the trip count, into one loop node; its gradient
+    is a loop too, walking stored residuals in reverse. Called on arrays it is
+    compiled on first use (one cache entry per body function, loop parameters and
+    signature).
+
+    Args:
+        f: The body, ``(carry, x) -> (carry, y)``; carry and ``y`` may be pytrees, and
+            the carry keeps its structure, shapes and dtypes from step to step.
+        init: The initial carry; a Python scalar is weakly typed and the carry takes
+            the dtype its first steps give it.
+        xs: The arrays (a pytree) scanned over their leading axis, or None.
+        length: The trip count when ``xs`` is None (it must match ``xs`` otherwise).
+        reverse: Run from the last slice to the first (``ys`` stay in ``xs``' order).
+        unroll: Accepted for JAX compatibility and ignored: the loop is one node and
+            each backend decides how to run it.
+
+    Returns:
+        ``(carry, ys)``: the final carry, and each step's ``y`` stacked along a new
+            leading axis.
+
+    Raises:
+        LoopError: The body does not fit the loop: a carry whose shape or dtype
+            changes from one step to the next, scanned inputs of different lengths.
+        ConcretizationError: Python needs a value the loop computes (an ``if`` on
+            it): the loop's result is not known while tracing.
+
+    Example:
+        >>> carry, ys = tj.lax.scan(lambda c, x: (c + x, c * x), 0.0, np.arange(4.0))
+        >>> carry, ys
+        (np.float64(6.0), array([0., 0., 2., 9.]))
+        >>> tj.lax.scan(lambda c, _: (c * 2, c), 1.0, None, length=4)
+        (np.float64(16.0), array([1., 2., 4., 8.]))
+    """
     if _tracing():
         return _loops.scan(f, init, xs, length, reverse)
     return _compiled("scan", f, length, bool(reverse))(init, xs)
 
 
 def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
-    """``while cond_fun(val): val = body_fun(val)``; returns the final ``val``."""
+    """``while cond_fun(val): val = body_fun(val)``, traced once (``jax.lax.while_loop``).
+
+    The trip count may depend on the data. It has no reverse-mode gradient (JAX's has
+    none either): use :func:`scan` or :func:`fori_loop` with Python int bounds there.
+
+    Args:
+        cond_fun: ``val -> bool`` scalar: whether to run another step.
+        body_fun: ``val -> val``, keeping its structure, shapes and dtypes.
+        init_val: The initial value (a pytree of arrays and scalars).
+
+    Returns:
+        The final ``val``.
+
+    Raises:
+        LoopError: A body that changes ``val``'s shape or dtype, or a condition that
+            is not one boolean scalar.
+        ConcretizationError: Python needs a value the loop computes (an ``if`` on
+            it): the loop's result is not known while tracing.
+
+    Example:
+        >>> tj.lax.while_loop(lambda v: v < 100, lambda v: v * 2, 1)
+        np.int64(128)
+    """
     if _tracing():
         return _loops.while_loop(cond_fun, body_fun, init_val)
     return _compiled("while_loop", body_fun, cond_fun)(init_val)
@@ -79,12 +133,33 @@ def _static_int(x) -> int | None:
     return None
 
 
-def fori_loop(lower, upper, body_fun: Callable, init_val: Any, *,
+def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any, *,
               unroll: int | bool | None = None) -> Any:
-    """``for i in range(lower, upper): val = body_fun(i, val)``; returns ``val``. With
-    Python int bounds it is a ``scan`` (differentiable); with traced bounds a
-    ``while_loop``. ``i`` is weakly typed, a Python int as ``range`` gives (so ``v + i``
-    keeps a float32 ``v`` float32, as in NumPy), unless ``lower`` is traced."""
+    """``for i in range(lower, upper): val = body_fun(i, val)``, traced once.
+
+    With Python int bounds it is a :func:`scan` (differentiable); with traced bounds a
+    :func:`while_loop`. ``i`` is weakly typed, a Python int as ``range`` gives (so
+    ``v + i`` keeps a float32 ``v`` float32, as in NumPy), unless ``lower`` is traced.
+
+    Args:
+        lower: The first ``i``: a Python int or an integer array.
+        upper: The bound ``i`` stops before.
+        body_fun: ``(i, val) -> val``, keeping ``val``'s structure, shapes and dtypes.
+        init_val: The initial value (a pytree).
+        unroll: Accepted for JAX compatibility and ignored.
+
+    Returns:
+        The final ``val``.
+
+    Raises:
+        LoopError: Bounds that are not integers, or a body that changes ``val``'s
+            shape or dtype.
+        ConcretizationError: Python needs a value the loop computes.
+
+    Example:
+        >>> tj.lax.fori_loop(0, 5, lambda i, v: v + i, 0.0)
+        np.float64(10.0)
+    """
     lo, hi = _static_int(lower), _static_int(upper)
     if not _tracing():
         if lo is None or hi is None:
@@ -124,8 +199,26 @@ def _dtype_of(x) -> np.dtype:
 
 
 def map(f: Callable, xs: Any, *, batch_size: int | None = None) -> Any:  # noqa: A001
-    """``f`` applied to each slice of ``xs`` along its leading axis, results stacked
-    (``jax.lax.map``'s name and signature; ``batch_size`` is accepted and ignored)."""
+    """``f`` applied to each slice of ``xs`` along its leading axis, results stacked.
+
+    ``jax.lax.map``'s name and signature: a :func:`scan` without a carry, traced once.
+
+    Args:
+        f: The function of one slice (a pytree of arrays).
+        xs: The arrays mapped over their leading axis.
+        batch_size: Accepted for JAX compatibility and ignored.
+
+    Returns:
+        ``f``'s results stacked along a new leading axis.
+
+    Raises:
+        LoopError: Scanned inputs of different lengths.
+        ConcretizationError: ``f`` needs a traced value as a Python value.
+
+    Example:
+        >>> tj.lax.map(np.sum, np.arange(6.0).reshape(3, 2))
+        array([1., 5., 9.])
+    """
     if not _tracing():
         return _compiled("map", f)(xs)
 

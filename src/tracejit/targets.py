@@ -19,6 +19,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -27,6 +28,25 @@ from .errors import BackendUnavailable, InvalidArgument
 
 @dataclass(frozen=True)
 class Device:
+    """A place where jitted code runs and arrays live: the CPU or one CUDA GPU.
+
+    Anything that takes a device also takes its name (``"cpu"``, ``"cuda"``,
+    ``"cuda:1"``); ``str`` of a Device is that name. Frozen and hashable: it is part of
+    a call's cache key.
+
+    Attributes:
+        kind: ``"cpu"`` or ``"cuda"``.
+        index: The GPU's number among those CuPy sees (0 for the CPU).
+
+    Example:
+        >>> tj.Device("cuda", 1)
+        Device('cuda:1')
+        >>> str(tj.Device("cuda", 1))
+        'cuda:1'
+        >>> tj.default_device() == tj.Device("cpu")
+        True
+    """
+
     kind: str  # "cpu" or "cuda"
     index: int = 0
 
@@ -68,9 +88,35 @@ _stack = _Stack()
 
 def device(spec: str | Device, *, strict: bool = False
            ) -> contextlib.AbstractContextManager[Device]:
-    """Run the jitted calls in this block (this thread) on ``spec``. An unknown or
-    missing device raises here, at the ``with`` line. With ``strict``, compiling a function
-    with an op the device cannot run raises instead of running that op on the CPU."""
+    """Run the jitted calls in this ``with`` block (this thread) on a device.
+
+    Blocks nest like any context manager and are per thread; a ``jit(device=...)``
+    overrides them for its function. Outputs stay where they were computed (CuPy
+    arrays from a GPU): nothing is copied back implicitly.
+
+    Args:
+        spec: The device: ``"cpu"``, ``"cuda"`` (GPU 0), ``"cuda:N"`` or a :class:`Device`.
+        strict: Compiling a function with an op the device cannot run raises
+            PlacementError instead of running that op on the CPU with a
+            PlacementWarning (Theano's ``assert_no_cpu_op``).
+
+    Returns:
+        A context manager whose ``with ... as d`` gives the :class:`Device`.
+
+    Raises:
+        InvalidArgument: An unknown device name (raised at the ``with`` line).
+        BackendUnavailable: A GPU asked for on a machine without CuPy, without a
+            visible GPU, or with fewer GPUs than ``N``; the message says which.
+
+    Example:
+        >>> with tj.device("cpu") as d:
+        ...     print(repr(d), repr(tj.default_device()))
+        Device('cpu') Device('cpu')
+        >>> tj.device("cuda:99")
+        Traceback (most recent call last):
+            ...
+        tracejit.errors.BackendUnavailable: ...
+    """
     global gpu_requested
     dev = parse(spec)
     check_available(dev)
@@ -88,7 +134,16 @@ def _entered(dev: Device, strict: bool) -> Iterator[Device]:
 
 
 def default_device() -> Device:
-    """The innermost ``tj.device`` of this thread, else the CPU."""
+    """The device of the innermost ``tj.device`` block of this thread, else the CPU.
+
+    Returns:
+        The device a jitted call made here would run on (unless its ``jit`` names
+            one), a :class:`Device`.
+
+    Example:
+        >>> tj.default_device()
+        Device('cpu')
+    """
     return _stack.entries[-1][0] if _stack.entries else CPU
 
 
@@ -98,7 +153,17 @@ def requested() -> tuple[Device, bool]:
 
 
 def devices() -> list[Device]:
-    """The devices of this machine: the CPU, then each GPU CuPy sees."""
+    """The devices of this machine: the CPU, then each GPU CuPy sees.
+
+    Asking does not import CuPy when it is not installed.
+
+    Returns:
+        A list of :class:`Device`, the CPU first.
+
+    Example:
+        >>> tj.devices()[0]
+        Device('cpu')
+    """
     return [CPU, *(Device("cuda", i) for i in range(_gpu_count()))]
 
 
@@ -119,9 +184,29 @@ def check_available(dev: Device) -> None:
                                  hint=f"use cuda:0 ... cuda:{count - 1}")
 
 
-def to_device(x, spec: str | Device):
-    """``x`` as an array on ``spec``: a NumPy array for the CPU, a CuPy array for a GPU.
-    Returns ``x`` itself when it is already there."""
+def to_device(x: Any, spec: str | Device) -> Any:
+    """``x`` as an array on a device: a NumPy array for the CPU, a CuPy array for a GPU.
+
+    An array put on a GPU stays there between calls (Theano's ``shared``): jitted
+    functions given it run there and give GPU arrays back.
+
+    Args:
+        x: An array (NumPy, CuPy, or anything ``np.asarray`` takes).
+        spec: The device: ``"cpu"``, ``"cuda"`` (GPU 0), ``"cuda:N"`` or a :class:`Device`.
+
+    Returns:
+        The array on that device; ``x`` itself when it is already there.
+
+    Raises:
+        InvalidArgument: An unknown device name.
+        BackendUnavailable: A GPU asked for on a machine without CuPy, without a
+            visible GPU, or with fewer GPUs than ``N``; the message says which.
+
+    Example:
+        >>> x = np.ones(3)
+        >>> tj.to_device(x, "cpu") is x
+        True
+    """
     dev = parse(spec)
     if dev.kind == "cpu":
         return to_host(x)
@@ -131,8 +216,19 @@ def to_device(x, spec: str | Device):
         return cupy.asarray(x)
 
 
-def to_host(x) -> np.ndarray:
-    """``x`` as a NumPy array (copied from the GPU if it lives there)."""
+def to_host(x: Any) -> np.ndarray:
+    """``x`` as a NumPy array, copied from the GPU if it lives there.
+
+    Args:
+        x: An array (NumPy, CuPy, or anything ``np.asarray`` takes).
+
+    Returns:
+        A NumPy array; ``x`` itself when it is one.
+
+    Example:
+        >>> tj.to_host([1, 2])
+        array([1, 2])
+    """
     if isinstance(x, np.ndarray):
         return x
     if _is_cupy(x):
@@ -187,8 +283,24 @@ def _is_cupy(x) -> bool:
 
 def synchronize(spec: str | Device | None = None) -> None:
     """Wait for the kernels launched on a GPU (``spec``, else every GPU) to finish.
-    Jitted calls on a GPU return as soon as their kernels are queued, as CuPy's do;
-    time them with a synchronize at the end. On the CPU nothing is queued."""
+
+    Jitted calls on a GPU return as soon as their kernels are queued, as CuPy's do:
+    time them with a synchronize at the end. On the CPU nothing is queued, and without
+    CuPy imported there is nothing to wait for.
+
+    Args:
+        spec: The device: ``"cpu"``, ``"cuda"`` (GPU 0), ``"cuda:N"`` or a
+            :class:`Device`; None waits for every GPU.
+
+    Raises:
+        InvalidArgument: An unknown device name.
+        BackendUnavailable: A GPU asked for on a machine without CuPy, without a
+            visible GPU, or with fewer GPUs than ``N``; the message says which.
+
+    Example:
+        >>> tj.synchronize()
+        >>> tj.synchronize("cpu")
+    """
     if spec is None:
         if sys.modules.get("cupy") is None:
             return

@@ -138,19 +138,59 @@ def _static_steps(n_steps) -> int | None:
     return int(n_steps)
 
 
-def scan(fn: Callable, sequences=None, outputs_info=None, non_sequences=None,
-         n_steps: int | None = None, *, go_backwards: bool = False,
+def scan(fn: Callable, sequences: Any = None, outputs_info: Any = None,
+         non_sequences: Any = None, n_steps: int | None = None, *, go_backwards: bool = False,
          truncate_gradient: int = -1, strict: bool = False) -> tuple[Any, dict]:
-    """Theano's ``scan``: ``(outputs, updates)``, ``outputs`` one array per output of
-    ``fn`` stacked over the steps (the array itself when there is one output), ``updates``
-    an empty dict (there are no shared variables).
+    """Theano's ``scan``: a loop over sequences with fed-back outputs, traced once.
 
-    ``fn`` receives, in order, every tap of every sequence, every tap of every output fed
-    back, then the non-sequences (each list in the order given), and returns one array or
-    a list of them. ``n_steps`` defaults to the shortest sequence (after its taps). With
-    ``strict=True`` ``fn`` may use no traced value it is not given as an argument. The
-    options after ``n_steps`` are keyword-only: Theano's positional order
-    (``truncate_gradient`` before ``go_backwards``) differs from this signature's."""
+    Theano code ports by changing ``theano.scan`` to ``tracejit.scan`` and
+    ``T``/``theano.dot`` to ``np``. The loop is one ``scan`` node (differentiable, taps
+    included); called on arrays it is compiled on first use and cached.
+
+    Args:
+        fn: The step. It receives, in order, every tap of every sequence, every tap of
+            every output fed back, then the non-sequences (each list in the order
+            given), and returns one array or a list of them.
+        sequences: Arrays iterated over their leading axis, each an array or
+            ``dict(input=u, taps=[-1, 0])``; taps ``[-4, 0]`` over ``u`` show the step
+            ``u[t]`` and ``u[t + 4]``, for ``len(u) - 4`` steps, as Theano computes them.
+        outputs_info: Per output of ``fn``: its initial value (fed back with tap -1),
+            ``dict(initial=v, taps=[-2, -1])`` (``v`` holds the ``k = -min(taps)``
+            values before step 0), or None for an output only stacked, not fed back.
+        non_sequences: Values the step reads unchanged (no copy per step).
+        n_steps: The trip count; by default the shortest sequence after its taps.
+        go_backwards: Iterate the (sliced) sequences from the end; outputs stay in
+            iteration order, as in Theano.
+        truncate_gradient: ``k > 0``: the gradient flows through the last ``k`` steps
+            only (Theano's truncated BPTT); -1, through all.
+        strict: ``fn`` may use no traced value it is not given as an argument.
+
+    Returns:
+        ``(outputs, updates)``: each output of ``fn`` stacked over the steps (the
+            array itself when there is one output, else a list), and an empty dict
+            (there are no shared variables to update).
+
+    Raises:
+        LoopError: Taps that are not ints, an output with taps but no initial value,
+            taps asking for more initial values than given, sequences too short for
+            ``n_steps``, a step output changing shape or dtype, or with ``strict`` a
+            traced value ``fn`` was not given.
+        ConcretizationError: Python needs a value the loop computes.
+
+    Note:
+        The options after ``n_steps`` are keyword-only: Theano's positional order
+        (``truncate_gradient`` before ``go_backwards``) differs from this signature's.
+
+    Example:
+        >>> out, updates = tj.scan(lambda x, acc: acc + x, sequences=np.arange(4.0),
+        ...                        outputs_info=0.0)
+        >>> out, updates
+        (array([0., 1., 3., 6.]), {})
+        >>> fib, _ = tj.scan(lambda a, b: a + b, n_steps=6,
+        ...                  outputs_info=dict(initial=np.array([0.0, 1.0]), taps=[-2, -1]))
+        >>> fib
+        array([ 1.,  2.,  3.,  5.,  8., 13.])
+    """
     seqs, outs = _sequences(sequences), _outputs(outputs_info)
     nonseqs = _as_list(non_sequences)
     steps = _static_steps(n_steps)

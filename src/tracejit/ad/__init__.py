@@ -13,10 +13,11 @@ import functools
 import inspect
 import weakref
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-from ..api import jit
+from ..api import CacheInfo, Lowered, jit
 from ..errors import DTypeError, InvalidArgument, ShapeError, UnsupportedOperation
 from ..ir import Value
 from ..locations import SourceLocation
@@ -173,16 +174,65 @@ class _Transformed:
         self.__name__ = traced.__name__
         self._jit = jit(traced, backend=backend, check=check)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Compute the transformation at these arguments.
+
+        On arrays it runs the compiled transformation (one cache entry per signature);
+        inside a trace it records into that trace.
+
+        Args:
+            *args: ``fn``'s positional arguments.
+            **kwargs: ``fn``'s keyword arguments (never differentiated).
+
+        Returns:
+            The result described by :func:`grad`, :func:`value_and_grad` or
+                :func:`jacobian`.
+
+        Raises:
+            ShapeError: A gradient of an output that is not a scalar.
+            DTypeError: An output or a differentiated argument that is not real floating
+                point.
+            InvalidArgument: ``argnums`` out of range, empty or repeated.
+
+        Example:
+            >>> tj.grad(lambda x, y: np.sum(x * y))(np.ones(2), np.arange(2.0))
+            array([0., 1.])
+        """
         if _active_trace() is not None:  # its arguments are the caller's arrays
             return self._traced(args, kwargs)
         return self._jit(*args, **kwargs)
 
-    def lower(self, *args, **kwargs):
-        """Trace and optimise for these arguments (nothing runs)."""
+    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
+        """Trace and optimise for these arguments (nothing runs).
+
+        The forward and backward passes are one graph: its IR shows both.
+
+        Args:
+            *args: Positional arguments as for a call.
+            **kwargs: Keyword arguments as for a call.
+
+        Returns:
+            The lowered function, a ``tracejit.Lowered``.
+
+        Example:
+            >>> g = tj.grad(lambda x: np.sum(x ** 2))
+            >>> g.lower(np.ones(3)).signature
+            'x: f64[3]'
+        """
         return self._jit.lower(*args, **kwargs)
 
-    def cache_info(self):
+    def cache_info(self) -> CacheInfo:
+        """The cache statistics of the compiled transformation, as ``JitFunction``'s.
+
+        Returns:
+            The counts, a ``tracejit.CacheInfo`` ``(hits, misses, signatures)``.
+
+        Example:
+            >>> g = tj.grad(lambda x: np.sum(x ** 2))
+            >>> _ = g(np.ones(3))
+            >>> g.cache_info()
+            CacheInfo(hits=0, misses=1, signatures=1)
+        """
         return self._jit.cache_info()
 
 
@@ -221,19 +271,78 @@ class GradFunction(_Transformed):
 
 def grad(fn: Callable, argnums: int | tuple[int, ...] = 0, has_aux: bool = False, *,
          backend: str | None = None, check: bool | str | None = None) -> GradFunction:
-    """The gradient of a real floating scalar ``fn`` with respect to the positional
-    arguments ``argnums`` (an int: that argument's gradient; a tuple: a tuple of them).
-    Arguments may be pytrees of float arrays; the gradient has the same structure, shapes
-    and dtypes. With ``has_aux``, ``fn`` returns ``(out, aux)`` and the result is
-    ``(grad, aux)``. ``check`` is :func:`jit`'s checking mode for the compiled gradient."""
+    """The gradient of a scalar function, as a function of the same arguments.
+
+    Reverse mode, as ``jax.grad``: the forward and backward passes are one IR graph,
+    simplified, fused and compiled together. Called on arrays the result is jitted
+    (cached per signature); called inside a trace (``jit(grad(f))``, ``grad(grad(f))``)
+    it records into that trace, so higher derivatives work.
+
+    Args:
+        fn: The function to differentiate. Its output must be a real floating scalar.
+        argnums: The positional arguments to differentiate by: an int gives that
+            argument's gradient, a tuple gives a tuple of them. Arguments may be pytrees
+            of float arrays; each gradient has its argument's structure, shapes and dtypes.
+        has_aux: ``fn`` returns ``(out, aux)``; the result is then ``(grad, aux)``,
+            ``aux`` passed through undifferentiated.
+        backend: The backend compiling the gradient, as in :func:`jit`.
+        check: :func:`jit`'s checking mode for the compiled gradient.
+
+    Returns:
+        The gradient function, taking ``fn``'s arguments; it has ``lower`` and
+            ``cache_info`` as a :class:`JitFunction` has.
+
+    Raises:
+        ShapeError: At a call: the output is not a scalar (reduce it, or use
+            :func:`vjp` or :func:`jacobian`).
+        DTypeError: At a call: the output, or an argument in ``argnums``, is not real
+            floating point (convert it with ``.astype(np.float64)``).
+        InvalidArgument: At a call: ``argnums`` out of range, empty or repeated; with
+            ``has_aux``, an output that is no pair.
+
+    Example:
+        >>> def loss(w, x):
+        ...     return np.sum(np.tanh(x @ w) ** 2)
+        >>> w, x = np.array([0.5, -0.25]), np.array([[1.0, 2.0], [3.0, 1.0]])
+        >>> tj.grad(loss)(w, x)
+        array([1.42722806, 0.47574269])
+        >>> dw, dx = tj.grad(loss, argnums=(0, 1))(w, x)
+        >>> dx.shape
+        (2, 2)
+    """
     return GradFunction(fn, argnums, has_aux, False, backend, check)
 
 
 def value_and_grad(fn: Callable, argnums: int | tuple[int, ...] = 0, has_aux: bool = False,
                    *, backend: str | None = None,
                    check: bool | str | None = None) -> GradFunction:
-    """Like :func:`grad`, returning ``(value, grad)`` (``((value, aux), grad)`` with
-    ``has_aux``) from one forward pass."""
+    """Like :func:`grad`, returning the function's value with its gradient.
+
+    One forward pass gives both, so a training step need not evaluate the loss twice.
+
+    Args:
+        fn: The function to differentiate; its output must be a real floating scalar.
+        argnums: The positional arguments to differentiate by (an int or a tuple).
+        has_aux: ``fn`` returns ``(out, aux)``; the result is ``((value, aux), grad)``.
+        backend: The backend compiling it, as in :func:`jit`.
+        check: :func:`jit`'s checking mode for the compiled function.
+
+    Returns:
+        A function returning ``(value, grad)`` (``((value, aux), grad)`` with
+            ``has_aux``).
+
+    Raises:
+        ShapeError: At a call: the output is not a scalar.
+        DTypeError: At a call: the output or a differentiated argument is not real
+            floating point.
+        InvalidArgument: At a call: ``argnums`` out of range, empty or repeated.
+
+    Example:
+        >>> f = tj.value_and_grad(lambda x: np.sum(x ** 3))
+        >>> value, g = f(np.array([1.0, 2.0]))
+        >>> value, g
+        (np.float64(9.0), array([ 3., 12.]))
+    """
     return GradFunction(fn, argnums, has_aux, True, backend, check)
 
 
@@ -260,10 +369,25 @@ def _seeds(trace: Trace, out_leaves, out_tree, cotangent, fn) -> list[tuple[Valu
     return seeds
 
 
-def stop_gradient(x):
-    """``x`` itself, through which no gradient flows (``jax.lax.stop_gradient``): the
-    derivative of anything computed from it treats it as a constant. ``x`` may be a pytree;
-    on plain arrays (outside a trace) this returns them unchanged."""
+def stop_gradient(x: Any) -> Any:
+    """``x`` itself, through which no gradient flows (``jax.lax.stop_gradient``).
+
+    The derivative of anything computed from it treats it as a constant: use it for a
+    target computed from the parameters, or a shift that only keeps numbers in range
+    (``tracejit.nn`` does so for its max subtraction).
+
+    Args:
+        x: An array, or a pytree of arrays; on plain arrays (outside a trace) it is
+            returned unchanged.
+
+    Returns:
+        ``x``, with each traced leaf marked as a constant for differentiation.
+
+    Example:
+        >>> f = tj.grad(lambda x: np.sum(x * tj.stop_gradient(x)))
+        >>> f(np.array([1.0, 2.0]))  # d/dx of x * c is c, not 2 x
+        array([1., 2.])
+    """
     leaves, tree = pytree.flatten(x)
     return pytree.unflatten(tree, [leaf._trace.bind("stop_gradient", (leaf,), {})
                                    if isinstance(leaf, Tracer) else leaf for leaf in leaves])
@@ -316,11 +440,42 @@ def _cached_jit(fn, key, make):
     return per_fn[key]
 
 
-def vjp(fn: Callable, *primals, has_aux: bool = False, backend: str | None = None):
-    """``(out, vjp_fn)``: ``out = fn(*primals)`` and ``vjp_fn(cotangent)`` -> a tuple with
-    the cotangent of each primal (``cotangent`` has ``out``'s structure and shapes). With
-    ``has_aux``: ``(out, vjp_fn, aux)``. On arrays both are compiled and cached per
-    signature; the backward call recomputes the forward pass inside its own graph."""
+def vjp(fn: Callable, *primals: Any, has_aux: bool = False,
+        backend: str | None = None) -> tuple:
+    """The function's output and a function giving its vector-Jacobian products.
+
+    ``vjp_fn(cotangent)`` pulls a cotangent of the output (an array per output leaf,
+    the output's shapes) back to one per primal: the building block of :func:`grad`
+    for functions with non-scalar outputs. On arrays both the forward call and
+    ``vjp_fn`` are compiled and cached per signature; the backward call recomputes the
+    forward pass inside its own graph.
+
+    Args:
+        fn: The function to differentiate.
+        *primals: The arguments to call it with (and differentiate by: all of them,
+            each a float array or a pytree of them).
+        has_aux: ``fn`` returns ``(out, aux)``; the result is then
+            ``(out, vjp_fn, aux)``.
+        backend: The backend compiling both, as in :func:`jit`.
+
+    Returns:
+        ``(out, vjp_fn)``: ``out = fn(*primals)``, and ``vjp_fn`` taking a cotangent
+            with ``out``'s structure and shapes and returning a tuple with the
+            cotangent of each primal. ``(out, vjp_fn, aux)`` with ``has_aux``.
+
+    Raises:
+        DTypeError: A primal that is not real floating point.
+        InvalidArgument: At ``vjp_fn``: a cotangent whose structure differs from the
+            output's; inside a trace, ``vjp_fn`` called after that trace finished.
+        ShapeError: At ``vjp_fn``: a cotangent whose shape differs from its output's.
+
+    Example:
+        >>> out, vjp_fn = tj.vjp(lambda x: np.sin(x) * 2, np.array([0.0, 1.0]))
+        >>> out
+        array([0.        , 1.68294197])
+        >>> vjp_fn(np.ones(2))
+        (array([2.        , 1.08060461]),)
+    """
     if _active_trace() is not None:
         out, vjp_fn, aux = _vjp_traced(fn, primals, has_aux)
         return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
@@ -398,10 +553,32 @@ def _stack_rows(rows: list[Tracer], out_shape: tuple[int, ...], w: Tracer) -> Tr
 
 def jacobian(fn: Callable, argnums: int | tuple[int, ...] = 0, *,
              backend: str | None = None) -> JacobianFunction:
-    """The Jacobian of ``fn`` by reverse mode: for an output of shape ``S`` and an input of
-    shape ``T``, an array of shape ``S + T``. The output may be a pytree of float arrays
-    (the result mirrors it); one backward pass is unrolled per output element, so this is
-    for small outputs (at most ``JACOBIAN_MAX_OUTPUTS`` elements)."""
+    """The Jacobian of ``fn`` by reverse mode, as a function of the same arguments.
+
+    For an output of shape ``S`` and an input of shape ``T`` the Jacobian has shape
+    ``S + T``. The output may be a pytree of float arrays (the result mirrors it). One
+    backward pass is unrolled per output element, so this is for small outputs.
+
+    Args:
+        fn: The function; its outputs must be real floating point.
+        argnums: The positional arguments to differentiate by (an int or a tuple).
+        backend: The backend compiling it, as in :func:`jit`.
+
+    Returns:
+        The Jacobian function, taking ``fn``'s arguments.
+
+    Raises:
+        UnsupportedOperation: At a call: more than ``JACOBIAN_MAX_OUTPUTS`` (1024)
+            output elements; use :func:`vjp` with the cotangents you need.
+        DTypeError: At a call: an output or a differentiated argument that is not real
+            floating point.
+        InvalidArgument: At a call: ``argnums`` out of range, empty or repeated.
+
+    Example:
+        >>> tj.jacobian(lambda x: x ** 2)(np.array([1.0, 2.0]))
+        array([[2., 0.],
+               [0., 4.]])
+    """
     return JacobianFunction(fn, argnums, backend)
 
 

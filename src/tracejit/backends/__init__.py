@@ -40,7 +40,18 @@ def get_backend(name: str) -> Backend:
 
 
 def available_backends() -> list[str]:
-    """The backends that can run here: ``cuda`` where CuPy sees a GPU."""
+    """The backends that can run here: ``cuda`` where CuPy sees a GPU.
+
+    ``reference`` (NumPy interprets the graph) and ``cpu`` (Numba) are always there;
+    ``jit(backend=...)`` takes any of them.
+
+    Returns:
+        The backend names, ``["reference", "cpu"]`` plus ``"cuda"`` on a GPU machine.
+
+    Example:
+        >>> tj.available_backends()[:2]
+        ['reference', 'cpu']
+    """
     from ..targets import devices
 
     return ["reference", "cpu"] + (["cuda"] if len(devices()) > 1 else [])
