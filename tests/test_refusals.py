@@ -73,6 +73,15 @@ def test_positional_subclasses_are_refused(name):
     assert "np.asarray(x)" in e.value.hint and e.value.location.filename == __file__
 
 
+@pytest.mark.parametrize("x", [REFUSED["object"][0], np.array(["a", "b"])], ids=["object", "str"])
+def test_positional_object_and_str_arrays_are_refused_naming_the_argument(x):
+    """Passed positionally (the fast signature path) as by keyword; an object array was
+    once taken for a random generator, whose marker dtype is object."""
+    with pytest.raises(InvalidArgument, match="argument a is") as e:
+        jit(lambda a: a * 2)(x)
+    assert e.value.location.filename == __file__
+
+
 def test_matrix_product_is_not_silently_elementwise():
     """The issue's snippet: NumPy's m * m is the matrix product."""
     m = np.matrix(X)

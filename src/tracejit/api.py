@@ -529,7 +529,7 @@ class JitFunction:
                 f"values of its argument {name!r}, a Python int it uses concretely (a "
                 "range, shape, index or `if`): each new value compiles again. A loop over "
                 "range(n) can be a loop construct that traces once for every n "
-                "(tracejit.lax.fori_loop, coming); if a few values are by design, say so "
+                "(tracejit.lax.fori_loop); if a few values are by design, say so "
                 "with static_argnums/static_argnames"), stacklevel=_user_stacklevel())
 
     def _lookup(self, sig: CallSignature) -> _Entry | None:
@@ -998,7 +998,7 @@ def _arrays_signature(args: tuple, device, strict: bool) -> CallSignature | None
     keys = []
     for a in args:
         t = type(a)
-        if t is _ndarray:
+        if t is _ndarray and a.dtype.kind in "biufc":  # (others: _leaf_key's errors)
             keys.append((a.shape, a.dtype, False, None))
         elif t is float:  # as _leaf_key gives it: a weakly typed float64 scalar
             keys.append(_FLOAT_LEAF)

@@ -486,8 +486,10 @@ class Profile:
         self._keep(events, (tid, "background compiles" + (f" ({lane + 1})" if lane else "")))
 
     def table(self) -> str:
-        """The report as text: totals, then the functions, the loops' memory (if any
-        scan ran) and the steps, each sorted by time. ``print(p)`` prints it.
+        """The report as text; ``print(p)`` prints it.
+
+        Totals, then the functions, the loops' memory (if any scan ran) and the steps,
+        each sorted by time.
 
         Returns:
             The table, lines of aligned columns.
@@ -640,8 +642,10 @@ class Profile:
                               "dropped_events": dropped}}
 
     def export_trace(self, path: str | os.PathLike) -> Path:
-        """Write the timeline (:meth:`trace_events`) as JSON, for https://ui.perfetto.dev
-        ("Open trace file") or ``chrome://tracing`` ("Load").
+        """Write the timeline (:meth:`trace_events`) as JSON, for Perfetto or Chrome.
+
+        Open the file at https://ui.perfetto.dev ("Open trace file") or in Chrome at
+        ``chrome://tracing`` ("Load").
 
         Args:
             path: The file to write (``.json``); its folder must exist.
@@ -666,9 +670,11 @@ class Profile:
         return path
 
     def render_timeline(self, path: str | os.PathLike) -> Path:
-        """Draw the timeline as an SVG picture: one row per thread or background track,
-        spans coloured by category (nested spans below their parent), a time axis in ms,
-        the names where they fit, each span's details in its tooltip, a legend.
+        """Draw the timeline as an SVG picture.
+
+        One row per thread or background track, spans coloured by category (nested spans
+        below their parent), a time axis in ms, the names where they fit, each span's
+        details in its tooltip, a legend.
 
         Args:
             path: The file to write (``.svg``); its folder must exist.
