@@ -78,10 +78,10 @@ def _show(message, category, filename, lineno, file=None, line=None):
     sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
-def run_page(page: str, show: bool = False) -> list[tuple[Block, str]]:
+def run_page(page: str, show: bool = False, text: str | None = None) -> list[tuple[Block, str]]:
     """Run a page's python blocks and check what they print (or, with ``show``, print it);
     returns each output block with what its code printed."""
-    text = (ROOT / page).read_text()
+    text = (ROOT / page).read_text() if text is None else text
     compared = []
     namespace: dict = {"__name__": "__main__"}
     handlers = list(logging.getLogger("tracejit").handlers)
@@ -131,12 +131,37 @@ def as_a_user(monkeypatch):
     import tracejit as tj
 
     monkeypatch.setattr(tj.config, "min_kernel_size", 4096)
-    with np.errstate(all="warn"):
+    with np.errstate(divide="warn", over="warn", under="ignore", invalid="warn"):  # NumPy's
         yield
 
 
 def test_pages_are_found():
     assert "README.md" in PAGES and "docs/index.md" in PAGES
+
+
+def _page(*parts: str) -> str:
+    return "\n".join(parts) + "\n"
+
+
+def test_outputs_are_compared_with_ellipsis_and_skips_are_kept():
+    page = _page("```python", "x = 3", "print(f'took {x}.25 ms')", "```", "",
+                 "```text", "took ... ms", "```",
+                 "<!-- skip: needs a GPU -->", "```python", "raise RuntimeError", "```",
+                 "```python", "print(x + 1)", "```", "```text", "4", "```")
+    compared = run_page("t.md", text=page)
+    assert [got for _, got in compared] == ["took 3.25 ms", "4"]
+
+
+def test_a_stale_output_fails():
+    page = _page("```python", "print(1 + 1)", "```", "```text", "3", "```")
+    with pytest.raises(AssertionError, match="t.md:4: the page shows"):
+        run_page("t.md", text=page)
+
+
+def test_output_no_block_prints_fails():
+    page = _page("Some output:", "", "```text", "3", "```")
+    with pytest.raises(AssertionError, match="shown output that no python block prints"):
+        run_page("t.md", text=page)
 
 
 @pytest.mark.parametrize("page", PAGES)
