@@ -1,6 +1,6 @@
 """MkDocs hook: draw the docs' pictures from a real run before the pages are read.
 
-A small network's training step (the two-moons tutorial's shape, fewer rows) is lowered
+A small network's training step (the two-moons tutorial's data, 64 hidden units) is lowered
 and drawn with its fused kernels as clusters (``Lowered.render``, needs Graphviz), and ten
 profiled steps are exported as a trace-event file and drawn as a timeline
 (``Profile.export_trace``, ``Profile.render_timeline``). They go to ``docs/generated/``
@@ -19,7 +19,7 @@ _drawn = False  # mkdocs serve rebuilds on every change: draw once per process
 
 
 def _training_step():
-    """The tutorial network's step (2 -> 64 tanh -> 2 softmax, cross-entropy), its data and
+    """The tutorial network's step (5000 points, 2 -> 64 tanh -> 2 softmax), its data and
     parameters."""
     import numpy as np
 
@@ -38,7 +38,7 @@ def _training_step():
         return {k: params[k] - 0.01 * grads[k] for k in params}
 
     rng = np.random.default_rng(0)
-    X, y = make_moons(1000, 0.2, rng)
+    X, y = make_moons(5000, 0.2, rng)
     X = X.astype(np.float32)
     Y = np.eye(2, dtype=np.float32)[y]
     params = {"W1": rng.standard_normal((2, 64), dtype=np.float32) / 2,
