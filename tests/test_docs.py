@@ -5,14 +5,16 @@ The convention (docs/contributing.md says it for writers):
   file named ``example.py`` whose line numbers are the block's own (so ``example.py:6`` in
   an output is line 6 of the block above it);
 - a ```text block right after a ```python block is what that block prints (stdout and
-  stderr together); ``...`` in it matches anything, as doctest's ELLIPSIS (timings,
-  addresses, paths); trailing spaces are ignored;
+  stderr together, warnings as a user sees them, under NumPy's default errstate and
+  tracejit's default settings); ``...`` in it matches anything, as doctest's ELLIPSIS
+  (timings, addresses, paths); trailing spaces are ignored;
 - ``<!-- skip: reason -->`` on the line before a block keeps it from running (a block that
-  needs a GPU or a cluster, or a transcript of a shell session); every other block of
-  shown output (```text, ```console) must follow a ```python block or carry that marker,
-  so no output goes unchecked by accident.
-``python tests/test_docs.py docs/guide/gradients.md`` prints what each block of a page
-prints, to paste.
+  needs a GPU or a cluster, or a transcript of a shell session), ``<!-- skip-on-gpu:
+  reason -->`` where a GPU is present; every other block of shown output (```text,
+  ```console) must follow a ```python block or carry a marker, so no output goes
+  unchecked by accident. A ```py block is an excerpt of code, shown and not run.
+``python tests/test_docs.py docs/guide/gradients.md`` runs a page and pastes what its
+blocks print into their empty ```text blocks (``--every``: into all of them).
 """
 
 from __future__ import annotations
@@ -84,7 +86,8 @@ def run_page(page: str, show: bool = False, text: str | None = None) -> list[tup
     text = (ROOT / page).read_text() if text is None else text
     compared = []
     namespace: dict = {"__name__": "__main__"}
-    handlers = list(logging.getLogger("tracejit").handlers)
+    log = logging.getLogger("tracejit")
+    handlers, level = list(log.handlers), log.level
     capture = io.StringIO()
     checker = doctest.OutputChecker()
     try:
@@ -119,9 +122,9 @@ def run_page(page: str, show: bool = False, text: str | None = None) -> list[tup
                         f"but the block above it printed\n{got}")
                 compared.append((block.output, got))
     finally:
-        log = logging.getLogger("tracejit")
         for handler in set(log.handlers) - set(handlers):
             log.removeHandler(handler)
+        log.setLevel(level)
     return compared
 
 
