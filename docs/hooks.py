@@ -1,4 +1,4 @@
-"""MkDocs hook: draw the docs' pictures from a real run before the pages are read.
+"""MkDocs hooks: the docs' pictures, drawn from a real run, and the benchmark tables.
 
 A small network's training step (the two-moons tutorial's data, 64 hidden units) is lowered
 and drawn with its fused kernels as clusters (``Lowered.render``, needs Graphviz), and ten
@@ -6,14 +6,20 @@ profiled steps are exported as a trace-event file and drawn as a timeline
 (``Profile.export_trace``, ``Profile.render_timeline``). They go to ``docs/generated/``
 (git-ignored), which the pages show as images. What cannot be drawn is logged as a warning,
 so ``mkdocs build --strict`` fails rather than publish a page without its picture.
+
+The performance page includes ``bench/RESULTS.md`` as it is at build time: its generated
+tables (from its first ``<!-- bench-...:begin -->`` marker on) where the page says
+``<!-- results:tables -->``, and the notes before them at ``<!-- results:notes -->``.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 OUT = Path(__file__).parent / "generated"
+RESULTS = Path(__file__).parents[1] / "bench" / "RESULTS.md"
 log = logging.getLogger("mkdocs.hooks.pictures")
 _drawn = False  # mkdocs serve rebuilds on every change: draw once per process
 
@@ -75,3 +81,18 @@ def on_pre_build(config) -> None:
     except (AttributeError, ImportError) as e:  # the Picture or Profiler API is missing
         log.warning("could not draw the docs' pictures: %r", e)
     _drawn = True
+
+
+def on_page_markdown(markdown: str, page, **kwargs) -> str:
+    """Put bench/RESULTS.md's tables and notes into the page that asks for them."""
+    if "<!-- results:tables -->" not in markdown:
+        return markdown
+    text = RESULTS.read_text()
+    first = re.search(r"^<!-- bench-[\w-]+:begin -->$", text, re.M)
+    if first is None:
+        log.warning("bench/RESULTS.md has no <!-- bench-...:begin --> marker")
+        return markdown
+    notes = re.sub(r"\A# .*\n", "", text[:first.start()]).strip()
+    tables = re.sub(r"^(#+) ", r"#\1 ", text[first.start():], flags=re.M)  # under the page's
+    return (markdown.replace("<!-- results:tables -->", tables)
+            .replace("<!-- results:notes -->", notes))
