@@ -58,7 +58,6 @@ def _draw() -> None:
     import tracejit as tj
 
     OUT.mkdir(exist_ok=True)
-    (OUT / ".gitignore").write_text("*\n")
     step, params, X, Y = _training_step()
     try:
         step.lower(params, X, Y).render(OUT / "graph.svg")
