@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import doctest
+import importlib.util
 import io
 import linecache
 import logging
@@ -140,6 +141,18 @@ def as_a_user(monkeypatch):
 
 def test_pages_are_found():
     assert "README.md" in PAGES and "docs/index.md" in PAGES
+
+
+def test_performance_page_gets_the_benchmark_tables():
+    """docs/hooks.py puts bench/RESULTS.md's tables (one heading level down) and notes in."""
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    page = hooks.on_page_markdown("<!-- results:tables -->\n<!-- results:notes -->", page=None)
+    results = (ROOT / "bench" / "RESULTS.md").read_text()
+    assert "<!-- results:" not in page and "\n### CPU\n" in page and "\n## CPU\n" in results
+    assert "# Benchmark results" not in page
+    assert len(page) > 0.95 * len(results)
 
 
 def _page(*parts: str) -> str:
