@@ -1,7 +1,7 @@
-"""The README's supported-op tables, generated from the registry and the tracer's tables.
+"""The docs' supported-op tables, generated from the registry and the tracer's tables.
 
-``python tools/optable.py --write README.md`` refreshes the README between its markers;
-a test fails when the README is stale.
+``python tools/optable.py --write docs/operations.md`` refreshes the page between its
+markers; tests/test_readme.py fails when the page is stale.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ def replace_section(text: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--write", metavar="README", help="rewrite the tables in this file")
+    parser.add_argument("--write", metavar="PAGE",
+                        help="rewrite the tables in this file (docs/operations.md)")
     args = parser.parse_args()
     if args.write:
         with open(args.write) as f:
