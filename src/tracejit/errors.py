@@ -120,6 +120,17 @@ class PlacementError(TracejitError, RuntimeError):
     ``assert_no_cpu_op``)."""
 
 
+class GraphvizNotFound(TracejitError, RuntimeError):
+    """Drawing a graph to a picture (``graph.render``, ``lower(...).render``) needs
+    Graphviz's ``dot`` program, which is not on ``PATH``."""
+
+    default_hint = (
+        "install the graphviz OS package (apt install graphviz, dnf install graphviz, "
+        "brew install graphviz, or conda install -c conda-forge graphviz); to_dot() gives "
+        "the DOT text without it"
+    )
+
+
 class KernelError(TracejitError, RuntimeError):
     """A GPU kernel failed (found by the debug switch ``TRACEJIT_CUDA_SYNC=1``, which
     synchronises after every launch so that the error names the kernel that caused it)."""

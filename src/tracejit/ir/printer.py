@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -78,55 +80,172 @@ def format_graph(graph: Graph, prefix: str = "") -> str:
     return "\n".join(lines)
 
 
-def to_dot(graph: Graph) -> str:
+@dataclass(frozen=True)
+class DotGroup:
+    """Nodes a backend runs as one step, for :func:`to_dot`: ``boxed`` draws them in a
+    box titled ``label`` (a fused kernel); otherwise each node's own label starts with
+    ``label`` and it has a double border (a library call, an interpreted node)."""
+
+    label: str
+    nodes: tuple[Node, ...]
+    boxed: bool
+
+
+def to_dot(graph: Graph, groups: Sequence[DotGroup] = ()) -> str:
     """Graphviz DOT text; render with any Graphviz tool (``dot -Tsvg``), none is needed here.
+
     A loop's body graphs are drawn inside the graph as clusters ("scan body", "while cond",
     "while body"), nested as the loops are, each joined to its loop's node by a dashed
     edge; a body's inputs are its consts, carry and per-step slices, its outputs what one
-    step returns."""
+    step returns. On a placed graph each value is filled with its device's colour (a
+    loop's body with its loop's) and a legend names them; a ``transfer`` node is drawn as
+    the edge it stands for, bold and red, labelled with the devices and the bytes it
+    copies. ``groups`` are a backend's steps (``Lowered.to_dot``)."""
+    dot = _Dot(graph.placement is not None)
     lines = [f'digraph "{_dot_text(graph.name)}" {{', "  rankdir=TB;", "  compound=true;",
-             '  node [fontname="monospace"];']
-    _dot_body(graph, "", lines, "  ")
+             '  node [fontname="monospace"];', '  edge [fontname="monospace"];']
+    dot.body(graph, "", lines, "  ", groups, None)
+    lines += dot.legend()
     lines.append("}")
     return "\n".join(lines)
 
 
 _CLUSTER_LABELS = {("scan", "body"): "scan body", ("while_loop", "cond"): "while cond",
                    ("while_loop", "body"): "while body"}
+# Fill colours of the devices on a placed graph; "host" is a host scalar's (no device).
+_FILLS = {"cpu": "#cfe2f3", "host": "#eeeeee"}
+_GPU_FILLS = ("#d9ead3", "#fff2cc", "#f4cccc", "#d9d2e9", "#fce5cd", "#d0e0e3")
+_TRANSFER = 'color="#cc0000", fontcolor="#cc0000", penwidth=2.5'
 
 
 def _dot_text(text: str) -> str:
     return text.replace('"', "'")
 
 
-def _dot_body(graph: Graph, prefix: str, lines: list[str], pad: str) -> None:
-    """Append ``graph``'s DOT statements, its DOT ids starting with ``prefix``."""
-    names = _names(graph)
-    ids = {v: f"{prefix}v{i}" for i, v in enumerate(names)}
-    for v in graph.inputs:
-        lines.append(f'{pad}{ids[v]} [shape=ellipse, label="{_dot_text(names[v])}\\n{v.type}"];')
-    for node in graph.nodes:
-        label = node.op if node.op != "constant" else f"constant {_attr(node.attrs['value'])}"
-        if "loop" in node.attrs:
-            label += f" {node.attrs['loop']!r}"
-        if node.op == "loop_output":
-            label += f" {node.attrs['index']}"
-        where = f"\\n{_dot_text(node.loc.short)}" if node.loc else ""
-        lines.append(f'{pad}{ids[node.out]} [shape=box, '
-                     f'label="{_dot_text(label)}\\n{node.out.type}{where}"];')
-        for v in node.inputs:
-            lines.append(f"{pad}{ids[v]} -> {ids[node.out]};")
-        for k, (kind, body) in enumerate(_bodies(node)):
-            cluster = f"cluster_{ids[node.out]}_{kind}"
-            inner = f"{ids[node.out]}_{k}_"
-            lines.append(f"{pad}subgraph {cluster} {{")
-            lines.append(f'{pad}  label="{_CLUSTER_LABELS.get((node.op, kind), kind)}";')
-            lines.append(f"{pad}  style=rounded;")
-            _dot_body(body, inner, lines, pad + "  ")
-            lines.append(f"{pad}}}")
-            anchor = f"{inner}out0" if body.outputs else f"{inner}v0"
-            lines.append(f"{pad}{ids[node.out]} -> {anchor} [lhead={cluster}, style=dashed, "
-                         "arrowhead=odot];")
-    for i, v in enumerate(graph.outputs):
-        lines.append(f'{pad}{prefix}out{i} [shape=plaintext, label="out{i}"];')
-        lines.append(f"{pad}{ids[v]} -> {prefix}out{i};")
+def _fill(device: str) -> str:
+    if device in _FILLS:
+        return _FILLS[device]
+    index = device.rpartition(":")[2]
+    return _GPU_FILLS[int(index) % len(_GPU_FILLS) if index.isdigit() else 0]
+
+
+def _size(nbytes: int) -> str:
+    """``512 B``, ``4.0 KiB``, ``1.5 MiB``."""
+    size, unit = float(nbytes), "B"
+    for bigger in ("KiB", "MiB", "GiB", "TiB"):
+        if size < 1024:
+            break
+        size, unit = size / 1024, bigger
+    return f"{nbytes} B" if unit == "B" else f"{size:.1f} {unit}"
+
+
+class _Dot:
+    """Writes one graph's DOT statements, remembering the devices it coloured and
+    whether it drew transfers and library steps, for the legend."""
+
+    def __init__(self, placed: bool):
+        self.placed = placed
+        self.devices: dict[str, None] = {}  # in order of first use
+        self.transfers = False
+        self.library = False
+
+    def style(self, device: str | None) -> str:
+        """The fill attributes of a value on ``device`` ("host": a host scalar)."""
+        if device is None:
+            return ""
+        self.devices.setdefault(device)
+        return f', style=filled, fillcolor="{_fill(device)}"'
+
+    def body(self, graph: Graph, prefix: str, lines: list[str], pad: str,
+             groups: Sequence[DotGroup], device: str | None) -> None:
+        """Append ``graph``'s DOT statements, its DOT ids starting with ``prefix``; a graph
+        without a placement of its own is filled as ``device`` (a loop's body)."""
+        names = _names(graph)
+        ids = {v: f"{prefix}v{i}" for i, v in enumerate(names)}
+        place = graph.placement
+
+        def where(v: Value) -> str | None:
+            if place is None:
+                return device
+            return place.where(v) or "host"
+
+        boxes = {n: g for g in groups if g.boxed for n in g.nodes}
+        marks = {n: g.label for g in groups if not g.boxed for n in g.nodes}
+        moved = {n.out: n for n in graph.nodes if n.op == "transfer"}
+        declared: dict[DotGroup | None, list[str]] = {None: []}
+        for v in graph.inputs:
+            declared[None].append(f'{ids[v]} [shape=ellipse, label="{_dot_text(names[v])}'
+                                  f'\\n{v.type}"{self.style(where(v))}];')
+        edges: list[str] = []
+        for node in graph.nodes:
+            for v in node.inputs:
+                edges.append(self.edge(v, ids[node.out], ids, moved, marks))
+            if node.op == "transfer":
+                continue  # drawn as the edges reading it
+            label = node.op if node.op != "constant" else f"constant {_attr(node.attrs['value'])}"
+            if "loop" in node.attrs:
+                label += f" {node.attrs['loop']!r}"
+            if node.op == "loop_output":
+                label += f" {node.attrs['index']}"
+            extra = self.style(where(node.out))
+            if node in marks:
+                label, extra = f"{marks[node]}: {label}", extra + ", peripheries=2"
+                self.library = True
+            at = f"\\n{_dot_text(node.loc.short)}" if node.loc else ""
+            declared.setdefault(boxes.get(node), []).append(
+                f'{ids[node.out]} [shape=box, label="{_dot_text(label)}\\n{node.out.type}{at}"'
+                f"{extra}];")
+            for k, (kind, body) in enumerate(_bodies(node)):
+                cluster = f"cluster_{ids[node.out]}_{kind}"
+                inner = f"{ids[node.out]}_{k}_"
+                block = [f"subgraph {cluster} {{",
+                         f'  label="{_CLUSTER_LABELS.get((node.op, kind), kind)}";',
+                         "  style=rounded;"]
+                self.body(body, inner, block, "  ", (), where(node.out))
+                declared[None] += [*block, "}"]
+                anchor = f"{inner}out0" if body.outputs else f"{inner}v0"
+                edges.append(f"{ids[node.out]} -> {anchor} [lhead={cluster}, style=dashed, "
+                             "arrowhead=odot];")
+        for i, v in enumerate(graph.outputs):
+            declared[None].append(f'{prefix}out{i} [shape=plaintext, label="out{i}"];')
+            edges.append(self.edge(v, f"{prefix}out{i}", ids, moved, marks))
+        lines += [pad + line for line in declared.pop(None)]
+        for k, (group, block) in enumerate(declared.items()):
+            lines += [f"{pad}subgraph cluster_{prefix}step{k} {{",
+                      f'{pad}  label="{_dot_text(group.label)}";',
+                      f'{pad}  style="rounded,bold"; color="#3d85c6"; fontname="monospace";',
+                      *(f"{pad}  {line}" for line in block), f"{pad}}}"]
+        lines += [pad + edge for edge in edges]
+
+    def edge(self, v: Value, to: str, ids: dict[Value, str], moved: dict[Value, Node],
+             marks: dict[Node, str]) -> str:
+        """The edge from ``v`` to DOT node ``to``; from a transfer's source, marked, where
+        ``v`` is a transfer's result."""
+        if v not in moved:
+            return f"{ids[v]} -> {to};"
+        self.transfers = True
+        node = moved[v]
+        source = node.inputs[0]
+        while source in moved:  # a copy of a copy: drawn from the first value
+            source = moved[source].inputs[0]
+        step = f"{marks[node]}: " if node in marks else ""
+        nbytes = node.out.type.size * node.out.type.dtype.itemsize
+        label = f"{step}{node.attrs['source']} to {node.attrs['device']}\\n{_size(nbytes)}"
+        return f'{ids[source]} -> {to} [{_TRANSFER}, label="{_dot_text(label)}"];'
+
+    def legend(self) -> list[str]:
+        """A box naming the colours and marks used (nothing on a graph without them)."""
+        if not (self.devices and self.placed) and not self.transfers and not self.library:
+            return []
+        lines = ["  subgraph cluster_legend {", '    label="legend"; style=dashed;',
+                 '    fontname="monospace";']
+        for k, device in enumerate(self.devices if self.placed else ()):
+            name = "host scalar" if device == "host" else device
+            lines.append(f'    legend{k} [shape=box, label="{name}", style=filled, '
+                         f'fillcolor="{_fill(device)}"];')
+        if self.library:
+            lines.append('    legend_library [shape=box, peripheries=2, label="library step"];')
+        if self.transfers:
+            lines += ['    legend_from [shape=point]; legend_to [shape=point];',
+                      f'    legend_from -> legend_to [{_TRANSFER}, label="transfer"];']
+        return [*lines, "  }"]
