@@ -103,6 +103,7 @@ def to_dot(graph: Graph, groups: Sequence[DotGroup] = ()) -> str:
     copies. ``groups`` are a backend's steps (``Lowered.to_dot``)."""
     dot = _Dot(graph.placement is not None)
     lines = [f'digraph "{_dot_text(graph.name)}" {{', "  rankdir=TB;", "  compound=true;",
+             '  graph [fontname="monospace"];',
              '  node [fontname="monospace"];', '  edge [fontname="monospace"];']
     dot.body(graph, "", lines, "  ", groups, None)
     lines += dot.legend()
@@ -141,111 +142,160 @@ def _size(nbytes: int) -> str:
 
 class _Dot:
     """Writes one graph's DOT statements, remembering the devices it coloured and
-    whether it drew transfers and library steps, for the legend."""
+    whether it drew transfers, library steps and references, for the legend."""
 
     def __init__(self, placed: bool):
         self.placed = placed
         self.devices: dict[str, None] = {}  # in order of first use
-        self.transfers = False
-        self.library = False
+        self.transfers = self.library = self.references = False
 
-    def style(self, device: str | None) -> str:
-        """The fill attributes of a value on ``device`` ("host": a host scalar)."""
+    def fill(self, device: str | None) -> str | None:
+        """The fill colour of a value on ``device`` ("host": a host scalar), if any."""
         if device is None:
-            return ""
+            return None
         self.devices.setdefault(device)
-        return f', style=filled, fillcolor="{_fill(device)}"'
+        return _fill(device)
 
     def body(self, graph: Graph, prefix: str, lines: list[str], pad: str,
              groups: Sequence[DotGroup], device: str | None) -> None:
         """Append ``graph``'s DOT statements, its DOT ids starting with ``prefix``; a graph
         without a placement of its own is filled as ``device`` (a loop's body)."""
-        names = _names(graph)
-        ids = {v: f"{prefix}v{i}" for i, v in enumerate(names)}
-        place = graph.placement
-
-        def where(v: Value) -> str | None:
-            if place is None:
-                return device
-            return place.where(v) or "host"
-
-        boxes = {n: g for g in groups if g.boxed for n in g.nodes}
-        marks = {n: g.label for g in groups if not g.boxed for n in g.nodes}
-        moved = {n.out: n for n in graph.nodes if n.op == "transfer"}
+        scope = _Scope(self, graph, prefix, groups, device)
         declared: dict[DotGroup | None, list[str]] = {None: []}
         for v in graph.inputs:
-            declared[None].append(f'{ids[v]} [shape=ellipse, label="{_dot_text(names[v])}'
-                                  f'\\n{v.type}"{self.style(where(v))}];')
+            declared[None].append(scope.declare(v, "ellipse", scope.names[v]))
         edges: list[str] = []
         for node in graph.nodes:
-            for v in node.inputs:
-                edges.append(self.edge(v, ids[node.out], ids, moved, marks))
             if node.op == "transfer":
                 continue  # drawn as the edges reading it
+            edges += [scope.edge(v, scope.ids[node.out], node, declared[None])
+                      for v in node.inputs]
             label = node.op if node.op != "constant" else f"constant {_attr(node.attrs['value'])}"
             if "loop" in node.attrs:
                 label += f" {node.attrs['loop']!r}"
             if node.op == "loop_output":
                 label += f" {node.attrs['index']}"
-            extra = self.style(where(node.out))
-            if node in marks:
-                label, extra = f"{marks[node]}: {label}", extra + ", peripheries=2"
+            if node in scope.marks:
+                label = f"{scope.marks[node]}: {label}"
                 self.library = True
-            at = f"\\n{_dot_text(node.loc.short)}" if node.loc else ""
-            declared.setdefault(boxes.get(node), []).append(
-                f'{ids[node.out]} [shape=box, label="{_dot_text(label)}\\n{node.out.type}{at}"'
-                f"{extra}];")
+            where = f"\\n{node.loc.short}" if node.loc else ""
+            declared.setdefault(scope.boxes.get(node), []).append(
+                scope.declare(node.out, "box", label, where, double=node in scope.marks))
             for k, (kind, body) in enumerate(_bodies(node)):
-                cluster = f"cluster_{ids[node.out]}_{kind}"
-                inner = f"{ids[node.out]}_{k}_"
+                cluster = f"cluster_{scope.ids[node.out]}_{kind}"
+                inner = f"{scope.ids[node.out]}_{k}_"
                 block = [f"subgraph {cluster} {{",
                          f'  label="{_CLUSTER_LABELS.get((node.op, kind), kind)}";',
                          "  style=rounded;"]
-                self.body(body, inner, block, "  ", (), where(node.out))
+                self.body(body, inner, block, "  ", (), scope.where(node.out))
                 declared[None] += [*block, "}"]
                 anchor = f"{inner}out0" if body.outputs else f"{inner}v0"
-                edges.append(f"{ids[node.out]} -> {anchor} [lhead={cluster}, style=dashed, "
-                             "arrowhead=odot];")
+                edges.append(f"{scope.ids[node.out]} -> {anchor} [lhead={cluster}, "
+                             "style=dashed, arrowhead=odot];")
         for i, v in enumerate(graph.outputs):
             declared[None].append(f'{prefix}out{i} [shape=plaintext, label="out{i}"];')
-            edges.append(self.edge(v, f"{prefix}out{i}", ids, moved, marks))
+            edges.append(scope.edge(v, f"{prefix}out{i}", None, declared[None]))
         lines += [pad + line for line in declared.pop(None)]
         for k, (group, block) in enumerate(declared.items()):
             lines += [f"{pad}subgraph cluster_{prefix}step{k} {{",
                       f'{pad}  label="{_dot_text(group.label)}";',
-                      f'{pad}  style="rounded,bold"; color="#3d85c6"; fontname="monospace";',
+                      f'{pad}  style="rounded,bold"; color="#3d85c6";',
                       *(f"{pad}  {line}" for line in block), f"{pad}}}"]
         lines += [pad + edge for edge in edges]
 
-    def edge(self, v: Value, to: str, ids: dict[Value, str], moved: dict[Value, Node],
-             marks: dict[Node, str]) -> str:
-        """The edge from ``v`` to DOT node ``to``; from a transfer's source, marked, where
-        ``v`` is a transfer's result."""
-        if v not in moved:
-            return f"{ids[v]} -> {to};"
-        self.transfers = True
-        node = moved[v]
-        source = node.inputs[0]
-        while source in moved:  # a copy of a copy: drawn from the first value
-            source = moved[source].inputs[0]
-        step = f"{marks[node]}: " if node in marks else ""
-        nbytes = node.out.type.size * node.out.type.dtype.itemsize
-        label = f"{step}{node.attrs['source']} to {node.attrs['device']}\\n{_size(nbytes)}"
-        return f'{ids[source]} -> {to} [{_TRANSFER}, label="{_dot_text(label)}"];'
-
     def legend(self) -> list[str]:
         """A box naming the colours and marks used (nothing on a graph without them)."""
-        if not (self.devices and self.placed) and not self.transfers and not self.library:
+        if not ((self.devices and self.placed) or self.transfers or self.library
+                or self.references):
             return []
-        lines = ["  subgraph cluster_legend {", '    label="legend"; style=dashed;',
-                 '    fontname="monospace";']
+        lines = ["  subgraph cluster_legend {", '    label="legend"; style=dashed;']
         for k, device in enumerate(self.devices if self.placed else ()):
             name = "host scalar" if device == "host" else device
             lines.append(f'    legend{k} [shape=box, label="{name}", style=filled, '
                          f'fillcolor="{_fill(device)}"];')
         if self.library:
             lines.append('    legend_library [shape=box, peripheries=2, label="library step"];')
+        if self.references:
+            lines.append('    legend_reference [shape=box, style=dashed, '
+                         'label="value drawn again\\nwhere it is used"];')
         if self.transfers:
             lines += ['    legend_from [shape=point]; legend_to [shape=point];',
                       f'    legend_from -> legend_to [{_TRANSFER}, label="transfer"];']
         return [*lines, "  }"]
+
+
+class _Scope:
+    """One graph being drawn: its values' DOT ids, names and looks, its steps, and the
+    references it drew. In a large graph a value read far below where it is computed
+    (more than ``_SPAN`` nodes later) is drawn again, dashed, beside each such reader:
+    Graphviz's dot would otherwise route every long edge through all ranks between its
+    ends, and its layout time grows with their total length (an unrolled 300-step loop
+    reading its weights at every step took dot more than ten minutes, seconds so)."""
+
+    def __init__(self, dot: _Dot, graph: Graph, prefix: str, groups: Sequence[DotGroup],
+                 device: str | None):
+        self.dot, self.graph, self.prefix, self.device = dot, graph, prefix, device
+        self.names = _names(graph)
+        self.ids = {v: f"{prefix}v{i}" for i, v in enumerate(self.names)}
+        self.position = {n.out: i for i, n in enumerate(graph.nodes)}
+        self.far = len(graph.nodes) > _LARGE
+        self.boxes = {n: g for g in groups if g.boxed for n in g.nodes}
+        self.marks = {n: g.label for g in groups if not g.boxed for n in g.nodes}
+        self.moved = {n.out: n for n in graph.nodes if n.op == "transfer"}
+        self.looks: dict[Value, tuple[str, str]] = {}  # shape and label, for references
+        self.copies = 0
+
+    def where(self, v: Value) -> str | None:
+        place = self.graph.placement
+        if place is None:
+            return self.device
+        return place.where(v) or "host"
+
+    def declare(self, v: Value, shape: str, label: str, where: str = "",
+                double: bool = False) -> str:
+        """The DOT statement of value ``v``'s node."""
+        text = f"{_dot_text(label)}\\n{v.type}{_dot_text(where)}"
+        self.looks[v] = (shape, text)
+        return _node(self.ids[v], shape, text, self.dot.fill(self.where(v)), double=double)
+
+    def edge(self, v: Value, to: str, user: Node | None, declared: list[str]) -> str:
+        """The edge from ``v`` to DOT node ``to`` (``user``'s; None: an output); from a
+        transfer's source, marked, where ``v`` is a transfer's result; from a reference
+        where ``v`` is far above."""
+        transfer = self.moved.get(v)
+        while v in self.moved:  # a copy (of a copy): drawn from the first value
+            v = self.moved[v].inputs[0]
+        start = self.ids[v]
+        at = len(self.graph.nodes) if user is None else self.position[user.out]
+        if self.far and at - self.position.get(v, -1) > _SPAN:
+            self.dot.references = True
+            self.copies += 1
+            start = f"{self.ids[v]}_ref{self.copies}"
+            shape, text = self.looks[v]
+            declared.append(_node(start, shape, text, self.dot.fill(self.where(v)),
+                                  dashed=True))
+        if transfer is None:
+            return f"{start} -> {to};"
+        self.dot.transfers = True
+        step = f"{self.marks[transfer]}: " if transfer in self.marks else ""
+        nbytes = transfer.out.type.size * transfer.out.type.dtype.itemsize
+        label = (f"{step}{transfer.attrs['source']} to {transfer.attrs['device']}"
+                 f"\\n{_size(nbytes)}")
+        return f'{start} -> {to} [{_TRANSFER}, label="{_dot_text(label)}"];'
+
+
+_LARGE = 300  # nodes in a graph from which long edges are drawn as references
+_SPAN = 40  # how many nodes below its value an edge's reader may be in a large graph
+
+
+def _node(name: str, shape: str, text: str, fill: str | None, *, double: bool = False,
+          dashed: bool = False) -> str:
+    styles = ["filled"] * (fill is not None) + ["dashed"] * dashed
+    attrs = [f"shape={shape}", f'label="{text}"']
+    if styles:
+        attrs.append(f'style="{",".join(styles)}"')
+    if fill is not None:
+        attrs.append(f'fillcolor="{fill}"')
+    if double:
+        attrs.append("peripheries=2")
+    return f"{name} [{', '.join(attrs)}];"
