@@ -220,6 +220,7 @@ class _Dot:
                          'label="value drawn again\\nwhere it is used"];')
         if self.transfers:
             lines += ['    legend_from [shape=point]; legend_to [shape=point];',
+                      "    {rank=same; legend_from; legend_to}",
                       f'    legend_from -> legend_to [{_TRANSFER}, label="transfer"];']
         return [*lines, "  }"]
 
