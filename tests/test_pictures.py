@@ -196,6 +196,10 @@ def test_jupyter_falls_back_to_text_without_graphviz(monkeypatch, tmp_path):
     lowered = tj.jit(lambda x: np.tanh(x) * 2).lower(np.ones(3))
     no_graphviz(monkeypatch, tmp_path)
     assert lowered._repr_svg_() is None and lowered.graph._repr_svg_() is None
+    shown = []  # IPython's pretty printer, as a graph's _repr_pretty_ uses it
+    lowered.graph._repr_pretty_(type("Printer", (), {"text": lambda self, t: shown.append(t)})(),
+                                False)
+    assert shown == [lowered.ir]
 
 
 def test_render_without_graphviz_says_how_to_install_it(monkeypatch, tmp_path):
@@ -227,3 +231,15 @@ def test_a_graph_of_thousands_of_nodes_renders(tmp_path):
     assert dot.count("style=\"dashed\"") > 600 and "value drawn again" in dot
     root = parse_svg(graph.render(tmp_path / "big.svg").read_text())
     assert sum(g.get("class") == "node" for g in root.iter(f"{SVG}g")) > 2000
+
+
+def test_a_failing_dot_is_reported_and_jupyter_still_gets_text(monkeypatch, tmp_path):
+    fake = tmp_path / "bin" / "dot"  # a dot that fails as a broken install would
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'dot: broken install' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    lowered = tj.jit(lambda x: np.tanh(x) * 2).lower(np.ones(3))
+    monkeypatch.setenv("PATH", str(fake.parent))
+    with pytest.raises(tj.errors.IRError, match=r"exit status 3\): dot: broken install"):
+        lowered.render(tmp_path / "f.svg")
+    assert lowered._repr_svg_() is None

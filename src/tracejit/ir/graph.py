@@ -130,6 +130,11 @@ class Graph:
         """
         return graphviz.write(printer.to_dot(self), path, format)
 
+    def _repr_pretty_(self, printer_, cycle: bool) -> None:
+        """IPython's text for the graph: the IR as ``str`` prints it (what Jupyter shows
+        where :meth:`_repr_svg_` gives no picture)."""
+        printer_.text(str(self))
+
     def _repr_svg_(self) -> str | None:
         """The picture Jupyter shows: the SVG of :meth:`render`, or None (Jupyter then
         shows the text) where Graphviz is missing or fails."""

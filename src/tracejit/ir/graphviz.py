@@ -32,10 +32,11 @@ def run(text: str, format: str) -> bytes:
     """The picture of DOT ``text`` in ``format`` (one of :data:`FORMATS`)."""
     done = subprocess.run([program(), f"-T{format}"], input=text.encode(),
                           capture_output=True, check=False)
-    if done.returncode != 0:  # the DOT text is ours: a failure is a bug here
+    if done.returncode != 0:  # the DOT text is ours: unless dot is broken, a bug here
         raise IRError(f"Graphviz's dot failed (exit status {done.returncode}): "
                       f"{done.stderr.decode(errors='replace').strip()}",
-                      hint="please report this with the function you drew")
+                      hint="if `dot -V` works in a shell, please report this with the "
+                      "function you drew; to_dot() gives the DOT text")
     return done.stdout
 
 

@@ -100,7 +100,9 @@ def to_dot(graph: Graph, groups: Sequence[DotGroup] = ()) -> str:
     step returns. On a placed graph each value is filled with its device's colour (a
     loop's body with its loop's) and a legend names them; a ``transfer`` node is drawn as
     the edge it stands for, bold and red, labelled with the devices and the bytes it
-    copies. ``groups`` are a backend's steps (``Lowered.to_dot``)."""
+    copies. ``groups`` are a backend's steps (``Lowered.to_dot``). In a graph of more
+    than ``_LARGE`` nodes a value read far below where it is computed is drawn again,
+    dashed, beside each such reader, which keeps dot's layout to seconds (see ``_Scope``)."""
     dot = _Dot(graph.placement is not None)
     lines = [f'digraph "{_dot_text(graph.name)}" {{', "  rankdir=TB;", "  compound=true;",
              '  graph [fontname="monospace"];',
