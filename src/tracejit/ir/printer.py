@@ -103,7 +103,7 @@ def to_dot(graph: Graph, groups: Sequence[DotGroup] = ()) -> str:
     copies. ``groups`` are a backend's steps (``Lowered.to_dot``). In a graph of more
     than ``_LARGE`` nodes a value read far below where it is computed is drawn again,
     dashed, beside each such reader, which keeps dot's layout to seconds (see ``_Scope``)."""
-    dot = _Dot(graph.placement is not None)
+    dot = _Dot()
     lines = [f'digraph "{_dot_text(graph.name)}" {{', "  rankdir=TB;", "  compound=true;",
              '  graph [fontname="monospace"];',
              '  node [fontname="monospace"];', '  edge [fontname="monospace"];']
@@ -146,8 +146,7 @@ class _Dot:
     """Writes one graph's DOT statements, remembering the devices it coloured and
     whether it drew transfers, library steps and references, for the legend."""
 
-    def __init__(self, placed: bool):
-        self.placed = placed
+    def __init__(self):
         self.devices: dict[str, None] = {}  # in order of first use
         self.transfers = self.library = self.references = False
 
@@ -207,11 +206,10 @@ class _Dot:
 
     def legend(self) -> list[str]:
         """A box naming the colours and marks used (nothing on a graph without them)."""
-        if not ((self.devices and self.placed) or self.transfers or self.library
-                or self.references):
+        if not (self.devices or self.transfers or self.library or self.references):
             return []
         lines = ["  subgraph cluster_legend {", '    label="legend"; style=dashed;']
-        for k, device in enumerate(self.devices if self.placed else ()):
+        for k, device in enumerate(self.devices):
             name = "host scalar" if device == "host" else device
             lines.append(f'    legend{k} [shape=box, label="{name}", style=filled, '
                          f'fillcolor="{_fill(device)}"];')
