@@ -24,6 +24,7 @@ import functools
 import inspect
 import itertools
 import os
+import pathlib
 import sys
 import threading
 import time
@@ -197,8 +198,79 @@ class Lowered:
         """The code the backend generates: Numba Python for the CPU, CUDA C for a GPU."""
         return get_backend(self.backend).source(self.optimized_graph)
 
+    def to_dot(self) -> str:
+        """The optimised graph as Graphviz DOT text, drawn as the backend runs it.
+
+        Each compiled kernel is a box titled like the profiler's steps (``kernel3: add,
+        tanh`` and the user's line); a library step (a BLAS call, a NumPy or CuPy
+        function, a loop's driver) has a double border and its step's name. On a device
+        call values are filled with their device's colour and each transfer is a bold
+        red edge with its bytes; loop bodies are clusters, as in ``Graph.to_dot``. The
+        reference backend's steps are its nodes; Dask's stages depend on the chunks, so
+        its graph has no kernel boxes (``plan`` lists the stages).
+
+        Returns:
+            The DOT text, which needs no Graphviz to produce.
+
+        Example:
+            >>> import numpy as np, tracejit as tj
+            >>> lowered = tj.jit(lambda x: np.tanh(x) * 2).lower(np.ones(10_000))
+            >>> 'label="kernel0: tanh, multiply' in lowered.to_dot()
+            True
+        """
+        from .ir.printer import DotGroup, to_dot
+
+        backend = self._where[1] if self._where is not None else get_backend(self.backend)
+        graph, steps = backend.planned_steps(self.optimized_graph)
+        groups = [DotGroup(_step_title(step.name, step.nodes), step.nodes, True)
+                  if step.kind == "kernel" else DotGroup(step.name, step.nodes, False)
+                  for step in steps]
+        return to_dot(graph, groups)
+
+    def render(self, path: str | os.PathLike, format: str | None = None) -> pathlib.Path:
+        """Draw :meth:`to_dot`'s picture to a file with Graphviz's ``dot`` program.
+
+        Args:
+            path: The file to write; its suffix (``.svg``, ``.png``, ``.pdf``) names the
+                format unless ``format`` does.
+            format: ``"svg"``, ``"png"`` or ``"pdf"``; None to take it from ``path``.
+
+        Returns:
+            ``path`` as a :class:`pathlib.Path`.
+
+        Raises:
+            GraphvizNotFound: Graphviz's ``dot`` is not on ``PATH`` (install the
+                ``graphviz`` OS package; :meth:`to_dot` works without it).
+            InvalidArgument: The format is none of svg, png, pdf.
+
+        Example:
+            >>> import numpy as np, pathlib, tempfile, tracejit as tj
+            >>> lowered = tj.jit(lambda x: np.tanh(x) * 2).lower(np.ones(10_000))
+            >>> lowered.render(pathlib.Path(tempfile.mkdtemp()) / "step.png").suffix
+            '.png'
+        """
+        from .ir import graphviz
+
+        return graphviz.write(self.to_dot(), path, format)
+
+    def _repr_svg_(self) -> str | None:
+        """The picture Jupyter shows: the SVG of :meth:`render`, or None (Jupyter then
+        shows the text) where Graphviz is missing or fails."""
+        from .ir import graphviz
+
+        return graphviz.svg(self.to_dot())
+
     def __repr__(self) -> str:
         return f"<Lowered {self.graph.name} for backend {self.backend!r}>"
+
+
+def _step_title(name: str, nodes) -> str:
+    """``kernel3: add, tanh`` and the user's line, as the profiler names the step (a long
+    kernel's title names its first eight ops and counts the rest)."""
+    ops = [n.op for n in nodes]
+    shown = ", ".join(ops[:8]) + (f" and {len(ops) - 8} more" if len(ops) > 8 else "")
+    where = nodes[0].loc.short if nodes[0].loc is not None else "?"
+    return f"{name}: {shown}\\n{where}"
 
 
 class _Entry:

@@ -289,6 +289,17 @@ class PlacementError(TracejitError, RuntimeError):
     """
 
 
+class GraphvizNotFound(TracejitError, RuntimeError):
+    """Drawing a graph to a picture (``graph.render``, ``lower(...).render``) needs
+    Graphviz's ``dot`` program, which is not on ``PATH``."""
+
+    default_hint = (
+        "install the graphviz OS package (apt install graphviz, dnf install graphviz, "
+        "brew install graphviz, or conda install -c conda-forge graphviz); to_dot() gives "
+        "the DOT text without it"
+    )
+
+
 class KernelError(TracejitError, RuntimeError):
     """A GPU kernel failed.
 

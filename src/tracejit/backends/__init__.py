@@ -2,17 +2,18 @@
 
 Each backend is a module implementing the :class:`Backend` protocol (``base.py``):
 ``compile(graph, profile=False) -> Runner``, ``supports(node)`` for placement,
-``source(graph)`` for ``lower().source``, ``partition(graph)`` for ``check=True``, and the
-facts ``jit`` needs to pick and drive it (``device_kind``, ``exact``, ``passes``).
+``source(graph)`` for ``lower().source``, ``partition(graph)`` for ``check=True``,
+``planned_steps(graph)`` for ``lower().render()``'s pictures, and the facts ``jit``
+needs to pick and drive it (``device_kind``, ``exact``, ``passes``).
 """
 
 from __future__ import annotations
 
 from ..errors import InvalidArgument
-from .base import Backend, DiskCacheInfo, Runner, StepTime
+from .base import Backend, DiskCacheInfo, PlannedStep, Runner, StepTime
 
-__all__ = ["Backend", "DiskCacheInfo", "Runner", "StepTime", "available_backends",
-           "get_backend"]
+__all__ = ["Backend", "DiskCacheInfo", "PlannedStep", "Runner", "StepTime",
+           "available_backends", "get_backend"]
 
 
 def get_backend(name: str) -> Backend:

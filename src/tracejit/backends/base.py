@@ -18,6 +18,29 @@ from typing import Protocol
 from ..ir import Graph, Node
 from ..profiler import StepInfo
 
+
+@dataclass(frozen=True)
+class PlannedStep:
+    """One step a runner would run, named as ``Runner.steps`` names it, with the nodes it
+    computes: what ``Lowered.to_dot`` draws (a compiled kernel as a cluster).
+
+    ``kind`` is ``"kernel"`` (a compiled loop kernel: several nodes, one pass),
+    ``"library"`` (one library call: BLAS, a NumPy or CuPy function, a transfer, a loop's
+    driver) or ``"node"`` (one node the reference backend interprets)."""
+
+    name: str  # kernel3, lib4, node7
+    kind: str
+    nodes: tuple[Node, ...]
+
+
+def planned(kernels: list) -> list[PlannedStep]:
+    """The steps of fusion ``Kernel``s run in this order, named as the CPU and CUDA
+    runners name them (``kernel<k>`` for a loop kernel, ``lib<k>`` for a library call)."""
+    return [PlannedStep(f"kernel{k}", "kernel", tuple(kern.nodes)) if kern.kind == "loop"
+            else PlannedStep(f"lib{k}", "library", tuple(kern.nodes))
+            for k, kern in enumerate(kernels)]
+
+
 # A profiling runner's report of one step: (its index in ``Runner.steps``, when it started
 # by ``time.perf_counter``, seconds).
 StepTime = tuple[int, float, float]
@@ -110,3 +133,9 @@ class Backend(Protocol):
     def partition(self, graph: Graph) -> tuple[Graph, list]:
         """The graph ``compile`` runs and its steps (fusion ``Kernel``s) in run order,
         which ``check=True`` compiles and checks one at a time."""
+
+    def planned_steps(self, graph: Graph) -> tuple[Graph, list[PlannedStep]]:
+        """The graph ``compile`` runs and the steps its runner runs, in order and named as
+        in ``Runner.steps``, without compiling anything (for pictures: ``Lowered.to_dot``).
+        A node in no step is computed inside the steps reading it (a slice a kernel reads
+        in its base); an empty list means the steps are not known before the call."""

@@ -15,7 +15,7 @@ from ..ir import Graph, Node
 from ..ir.registry import REGISTRY
 from ..passes.fusion import fuse
 from ..profiler import StepInfo
-from .base import Runner, ignore
+from .base import PlannedStep, Runner, ignore
 
 name = "reference"
 device_kind = None  # runs on the host, chosen with jit(backend="reference")
@@ -44,6 +44,11 @@ def supports(node: Node) -> bool:
 def partition(graph: Graph) -> tuple[Graph, list]:
     """The interpreter's steps are the graph's nodes, one per step."""
     return graph, fuse(graph, lambda n: False)
+
+
+def planned_steps(graph: Graph) -> tuple[Graph, list[PlannedStep]]:
+    """Every node is a step of its own, named ``node<k>`` as ``compile``'s steps are."""
+    return graph, [PlannedStep(f"node{k}", "node", (n,)) for k, n in enumerate(graph.nodes)]
 
 
 def compile(graph: Graph, profile: bool = False) -> Runner:

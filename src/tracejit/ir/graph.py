@@ -6,10 +6,12 @@ has a single output and remembers the user's source line.
 
 from __future__ import annotations
 
+import os
+import pathlib
 from typing import Any
 
 from ..locations import SourceLocation
-from . import printer
+from . import graphviz, printer
 from .types import TensorType
 
 
@@ -85,4 +87,55 @@ class Graph:
         return printer.format_graph(self)
 
     def to_dot(self) -> str:
+        """The graph as Graphviz DOT text, which needs no Graphviz to produce.
+
+        Loop bodies are clusters; on a placed graph (``lower(...).optimized_graph`` of a
+        GPU call) values are filled with their device's colour, named in a legend, and
+        each transfer is a bold red edge labelled with the devices and bytes it copies.
+
+        Returns:
+            The DOT text (``digraph "name" { ... }``), for any Graphviz tool.
+
+        Example:
+            >>> import numpy as np, tracejit as tj
+            >>> graph = tj.jit(lambda x: np.tanh(x) * 2).lower(np.ones(3)).graph
+            >>> graph.to_dot().splitlines()[0]
+            'digraph "<lambda>" {'
+        """
         return printer.to_dot(self)
+
+    def render(self, path: str | os.PathLike, format: str | None = None) -> pathlib.Path:
+        """Draw the graph to a picture file with Graphviz's ``dot`` program (as
+        :meth:`to_dot` describes it).
+
+        Args:
+            path: The file to write; its suffix (``.svg``, ``.png``, ``.pdf``) names the
+                format unless ``format`` does.
+            format: ``"svg"``, ``"png"`` or ``"pdf"``; None to take it from ``path``.
+
+        Returns:
+            ``path`` as a :class:`pathlib.Path`.
+
+        Raises:
+            GraphvizNotFound: Graphviz's ``dot`` is not on ``PATH`` (install the
+                ``graphviz`` OS package; :meth:`to_dot` works without it).
+            InvalidArgument: The format is none of svg, png, pdf.
+
+        Example:
+            >>> import numpy as np, tracejit as tj
+            >>> graph = tj.jit(lambda x: np.tanh(x) * 2).lower(np.ones(3)).graph
+            >>> import pathlib, tempfile
+            >>> graph.render(pathlib.Path(tempfile.mkdtemp()) / "f.svg").name
+            'f.svg'
+        """
+        return graphviz.write(printer.to_dot(self), path, format)
+
+    def _repr_pretty_(self, printer_, cycle: bool) -> None:
+        """IPython's text for the graph: the IR as ``str`` prints it (what Jupyter shows
+        where :meth:`_repr_svg_` gives no picture)."""
+        printer_.text(str(self))
+
+    def _repr_svg_(self) -> str | None:
+        """The picture Jupyter shows: the SVG of :meth:`render`, or None (Jupyter then
+        shows the text) where Graphviz is missing or fails."""
+        return graphviz.svg(printer.to_dot(self))

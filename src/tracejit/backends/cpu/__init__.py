@@ -19,7 +19,7 @@ import numpy as np
 
 from ...errors import IndexOutOfBounds, InvalidValue, IRError, LinAlgError, ScalarOverflow
 from ...ir import Graph, Node
-from ..base import DiskCacheInfo, Runner, ignore
+from ..base import DiskCacheInfo, PlannedStep, Runner, ignore, planned
 from . import blas, native
 from . import kernels as store
 from .kernels import stats as stats
@@ -49,6 +49,15 @@ def partition(graph: Graph) -> tuple[Graph, list]:
     from .codegen import partition
 
     return partition(graph)
+
+
+def planned_steps(graph: Graph) -> tuple[Graph, list[PlannedStep]]:
+    """The steps of the first runner of ``graph`` (what ``source`` shows), named as its
+    ``Runner.steps`` (see ``codegen.run_steps``)."""
+    from .codegen import partition, run_steps
+
+    graph, kernels = partition(graph)
+    return graph, planned(run_steps(graph, kernels)[1])
 
 
 def compile(graph: Graph, profile: bool = False) -> Runner:

@@ -150,9 +150,8 @@ def generate(graph: Graph, profile: bool = False, later: bool = False,
     registry's implementation (the body interpreted with NumPy)."""
     graph, kernels = partition(graph, later, in_loop)
     mod = Module(graph)
-    mod.views = _kernel_views(graph, kernels)
     in_place = _updates_in_place(graph, kernels)
-    kernels = [k for k in kernels if not (k.kind == "library" and k.nodes[0].out in mod.views)]
+    mod.views, kernels = run_steps(graph, kernels)
     loop_inputs = {mod.views[v].inputs[0] if v in mod.views else v
                    for k in kernels if k.kind == "loop" for v in k.inputs if v.type.ndim}
     body: list[str] = []
@@ -191,6 +190,13 @@ def generate(graph: Graph, profile: bool = False, later: bool = False,
              if k.kind == "library" and k.nodes[0].op in LOOP_OPS] if loop_step else []
     return Generated(mod.kernels, "\n".join(runner) + "\n", mod.namespace, mod.kernel_names,
                      f"# tracejit CPU backend: {graph.name}\n", mod.notes, loops)
+
+
+def run_steps(graph: Graph, kernels: list[Kernel]) -> tuple[dict[Value, Node], list[Kernel]]:
+    """The slices that loop kernels read in their base (``_kernel_views``) and the
+    kernels the runner runs, in order: ``kernels`` less those slices' library steps."""
+    views = _kernel_views(graph, kernels)
+    return views, [k for k in kernels if not (k.kind == "library" and k.nodes[0].out in views)]
 
 
 def _kernel_views(graph: Graph, kernels: list[Kernel]) -> dict[Value, Node]:

@@ -38,7 +38,7 @@ from ...errors import (
 )
 from ...ir import Graph, Node
 from ...ir.loop_ops import bodies
-from ..base import Runner, ignore
+from ..base import PlannedStep, Runner, ignore, planned
 from . import codegen, library, loops, runner
 from .codegen import CudaModule, fusible, generate
 from .ops import PRELUDE
@@ -102,6 +102,12 @@ def partition(graph: Graph) -> tuple[Graph, list]:
     partitions it (transfers and the nodes placed on the CPU are library steps);
     ``check=True`` runs them one at a time."""
     return graph, codegen.partition(graph, _on_target(graph))
+
+
+def planned_steps(graph: Graph) -> tuple[Graph, list[PlannedStep]]:
+    """The steps of ``partition``, named as the runner's (``kernel<k>``, ``lib<k>``)."""
+    graph, kernels = partition(graph)
+    return graph, planned(kernels)
 
 
 def _on_target(graph: Graph):

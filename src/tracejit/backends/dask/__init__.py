@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...ir import Graph, Node
-from ..base import Runner
+from ..base import PlannedStep, Runner
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,11 @@ class DaskBackend:
                 "lower(*dask_arrays).plan shows it\n" + str(graph))
 
     def partition(self, graph: Graph) -> tuple[Graph, list]:
+        return graph, []
+
+    def planned_steps(self, graph: Graph) -> tuple[Graph, list[PlannedStep]]:
+        """None known: the stages depend on the arguments' chunks (``lower().plan`` says
+        them for the chunks lowered with), so pictures draw the graph without kernels."""
         return graph, []
 
     def plan(self, graph: Graph, leaves: list) -> str:
