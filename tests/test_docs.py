@@ -27,6 +27,7 @@ import linecache
 import logging
 import re
 import sys
+import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,6 +82,20 @@ def _show(message, category, filename, lineno, file=None, line=None):
     sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
+class _ThisThread(io.StringIO):
+    """What this thread prints; another thread's output (a background compile of an
+    earlier test's function logging its switch) goes to the real stderr, not the page's."""
+
+    def __init__(self):
+        super().__init__()
+        self.thread = threading.get_ident()
+
+    def write(self, text: str) -> int:
+        if threading.get_ident() != self.thread:
+            return sys.__stderr__.write(text)
+        return super().write(text)
+
+
 def run_page(page: str, show: bool = False, text: str | None = None) -> list[tuple[Block, str]]:
     """Run a page's python blocks and check what they print (or, with ``show``, print it);
     returns each output block with what its code printed."""
@@ -89,7 +104,7 @@ def run_page(page: str, show: bool = False, text: str | None = None) -> list[tup
     namespace: dict = {"__name__": "__main__"}
     log = logging.getLogger("tracejit")
     handlers, level = list(log.handlers), log.level
-    capture = io.StringIO()
+    capture = _ThisThread()
     checker = doctest.OutputChecker()
     try:
         with (contextlib.redirect_stdout(capture), contextlib.redirect_stderr(capture),

@@ -214,7 +214,8 @@ class Lowered:
 
         Example:
             >>> import numpy as np, tracejit as tj
-            >>> lowered = tj.jit(lambda x: np.tanh(x) * 2).lower(np.ones(10_000))
+            >>> f = tj.jit(lambda x: np.tanh(x) * 2, backend="cpu")
+            >>> lowered = f.lower(np.ones(10_000))
             >>> 'label="kernel0: tanh, multiply' in lowered.to_dot()
             True
         """
@@ -245,7 +246,8 @@ class Lowered:
 
         Example:
             >>> import numpy as np, pathlib, tempfile, tracejit as tj
-            >>> lowered = tj.jit(lambda x: np.tanh(x) * 2).lower(np.ones(10_000))
+            >>> f = tj.jit(lambda x: np.tanh(x) * 2, backend="cpu")
+            >>> lowered = f.lower(np.ones(10_000))
             >>> lowered.render(pathlib.Path(tempfile.mkdtemp()) / "step.png").suffix
             '.png'
         """

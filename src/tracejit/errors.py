@@ -290,8 +290,24 @@ class PlacementError(TracejitError, RuntimeError):
 
 
 class GraphvizNotFound(TracejitError, RuntimeError):
-    """Drawing a graph to a picture (``graph.render``, ``lower(...).render``) needs
-    Graphviz's ``dot`` program, which is not on ``PATH``."""
+    """Drawing a graph needs Graphviz's ``dot`` program, which is not on ``PATH``.
+
+    Raised by ``graph.render`` and ``lower(...).render``; in Jupyter a graph without
+    Graphviz shows as its IR text instead. Install the ``graphviz`` OS package, or use
+    ``to_dot()``, which needs no Graphviz.
+
+    Example:
+        >>> import os, numpy as np, tracejit as tj
+        >>> lowered = tj.jit(lambda x: x + 1).lower(np.ones(3))
+        >>> path, os.environ["PATH"] = os.environ["PATH"], ""
+        >>> try:
+        ...     lowered.render("graph.svg")
+        ... except tj.errors.GraphvizNotFound as e:
+        ...     print(type(e).__name__, "is a RuntimeError:", isinstance(e, RuntimeError))
+        ... finally:
+        ...     os.environ["PATH"] = path
+        GraphvizNotFound is a RuntimeError: True
+    """
 
     default_hint = (
         "install the graphviz OS package (apt install graphviz, dnf install graphviz, "
