@@ -184,13 +184,20 @@ def test_second_gpu_and_per_device_cache_entries(cp):
     assert pinned(X).device.id == 1
 
 
-def test_returned_inputs_are_copies_on_the_device(cp):
+def test_returned_inputs_are_the_callers_arrays_on_the_device(cp):
+    """A CuPy argument returned is the caller's array (a view of it for ``x.T``), as CuPy
+    returns it; a host argument of a call on the GPU comes back as a CuPy copy, as every
+    result of such a call."""
     f = tj.jit(lambda x: (x, x.T))
     x = tj.to_device(X, "cuda")
     with tj.device("cuda"):
         a, t = f(x)
-    assert a is not x and isinstance(a, cp.ndarray)
+        a_host, t_host = f(X)
+    assert a is x and isinstance(t, cp.ndarray)
     np.testing.assert_array_equal(host(t), X.T)
+    assert isinstance(a_host, cp.ndarray) and isinstance(t_host, cp.ndarray)
+    np.testing.assert_array_equal(host(a_host), X)
+    np.testing.assert_array_equal(host(t_host), X.T)
 
 
 def test_profile_counts_transfers(cp):
