@@ -57,11 +57,12 @@ def trace_function(fn, build_args, in_types: list[TensorType], in_names: list[st
 def _aliases(out_leaves: list, leaves: list[Tracer]) -> list[tuple[int, int, tuple]]:
     """(output index, leaf index, view path) of each output that is an input's array or a
     view of it (a root Tracer and the view ops from it: see ``Tracer._view_of``). A NumPy
-    scalar (``x[0]`` of a vector) is a copy in NumPy too."""
+    scalar (``x[0]`` of a vector) is a copy in NumPy too, and every 0-d result comes back
+    as a NumPy scalar (``api._finish``), also where NumPy returns a 0-d array."""
     index = {id(leaf): i for i, leaf in enumerate(leaves)}
     found = []
     for k, out in enumerate(out_leaves):
-        if not isinstance(out, Tracer) or out._scalar:
+        if not isinstance(out, Tracer) or out._scalar or not out.ndim:
             continue
         root = out if out._base is None else out._base
         i = index.get(id(root))
