@@ -20,7 +20,9 @@ step finds its slice and its carry without any Python:
   the step wrote into its place (a carry passed through, a swap, an input stacked as a
   ``y``) is copied there at the end of the step. A carry the body updates in place
   (``out[t] = ...``: a scatter of the old value, which nothing reads after it) has one
-  buffer instead, so that a loop writing one element a step copies nothing.
+  buffer instead, so that a loop writing one element a step copies nothing. An update
+  of a value the step made itself, which nothing reads after it, is done in that
+  value's place too (``codegen._updates_in_place``: a row filled element by element).
 
 An index out of bounds stops the driver with a status (its failure and the index) in
 an array of the call; the caller raises ``IndexOutOfBounds`` as the Python driver does.
@@ -44,7 +46,7 @@ from ...ir.loop_ops import Scan, While
 from ...ir.types import TensorType
 from . import fused_steps as steps
 from . import kernels as store
-from .codegen import VIEW_OPS, _kernel_views, partition
+from .codegen import VIEW_OPS, _kernel_views, _updates_in_place, partition
 from .emitter import _IMPORTS, LoopEmitter, Module
 from .ops import NUMBA
 
@@ -177,6 +179,7 @@ def _graph(plan: _Plan, g: int, part_kernels: tuple, inputs: list, dests: list) 
     part, kernels = part_kernels
     mod = Module(part)
     mod.views = _kernel_views(part, kernels)
+    in_place = _updates_in_place(part, kernels)
     kernels = [k for k in kernels if not (k.kind == "library" and k.nodes[0].out in mod.views)]
     transposed = _library_steps(part, kernels)
     plan.where.update(zip(part.inputs, inputs, strict=True))
@@ -194,6 +197,8 @@ def _graph(plan: _Plan, g: int, part_kernels: tuple, inputs: list, dests: list) 
             if place is not None:
                 plan.where[node.out] = place
                 continue
+            if node in in_place and node.out not in first_dest:  # no copy of the base
+                plan.where[node.out] = plan.locate(node.inputs[0], mod)
         for v in kern.outputs:
             if v not in plan.where:
                 plan.where[v] = first_dest.get(v) or (plan.add("scratch", v.type), "0")
