@@ -9,6 +9,8 @@ should not, and that an index out of bounds in the run is raised at the user's l
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -149,7 +151,7 @@ def test_updates_of_the_run_own_values_copy_nothing():
     L, x, b = CASES["trisolv"][1]()
     graph = tj.jit(trisolv, backend="cpu").lower(L, x, b).optimized_graph
     (scan,) = _straight_scans(wrap_runs(graph))
-    assert fused.source(scan.attrs["loop"]).count("for q in range(7):") <= 2
+    assert len(re.findall(r"for q\w* in range\(7\):", fused.source(scan.attrs["loop"]))) <= 2
 
 
 def test_an_index_out_of_bounds_is_raised_at_the_users_line():

@@ -26,7 +26,9 @@ step finds its slice and its carry without any Python:
 
 An index out of bounds stops the driver with a status (its failure and the index) in
 an array of the call; the caller raises ``IndexOutOfBounds`` as the Python driver does.
-The driver module names no graph and holds no constant, so it is cached like a kernel:
+The steps' functions are then written into the ``cfunc`` (``loops_flat.py``: Numba's own
+inlining of hundreds of them compiles several times slower). The driver module names no
+graph and holds no constant, so it is cached like a kernel:
 by its source, in the process and on disk (``kernels.py``).
 """
 
@@ -48,6 +50,7 @@ from . import fused_steps as steps
 from . import kernels as store
 from .codegen import VIEW_OPS, _kernel_views, _updates_in_place, partition
 from .emitter import _IMPORTS, LoopEmitter, Module
+from .loops_flat import flatten
 from .ops import NUMBA
 
 _ARG = re.compile(r"arg\(args, (\d+), ([\w.]+)\)")
@@ -386,7 +389,7 @@ def _driver(plan: _Plan) -> str:
         src += ["        if not g0_value(args, rd, wr, t):", "            break"]
         src += [f"        {c}" for c in body]
         src += ["        s += 1", f"    at(args, {steps_at}, np.int64, 0)[0] = s"]
-    return "\n".join(head + plan.functions + [""] + src) + "\n"
+    return flatten("\n".join(head + plan.functions + [""] + src) + "\n")
 
 
 def _planned(loop: Scan | While) -> _Plan | None:
