@@ -5,14 +5,17 @@ A Python loop whose shapes change every step (trisolv's ``x[i] = (b[i] - L[i, :i
 traces into hundreds of small steps. In the runner each is a NumPy call or a kernel
 called through ctypes, a fraction of a microsecond to a few, while its work is a few
 nanoseconds: the runner's time is the steps' count. The later runner
-(``codegen.partition`` with ``later``) wraps each run of at least ``MIN_STEPS`` steps that
-the fused loop driver (``fused.py``) runs itself (loop kernels, 0-d arithmetic included,
-small matmuls, slices, updates of slices, gathers and scatters, concatenations) into a
-``scan`` of length 1: the run is then one compiled call, its steps inlined in one Numba
-function, its values in scratch arrays reused from call to call, its updates of a slice
-done in place where nothing reads the old value after them. The values the rest of the
-graph reads leave the scan as its stacked ``ys`` (one step: a leading axis of 1, which a
-reshape drops).
+(``codegen.partition`` with ``later``) wraps each run of nodes that the fused loop driver
+(``fused.py``) runs itself (loop kernels, 0-d arithmetic included, small matmuls,
+slices, updates of slices, gathers and scatters, concatenations) and that the runner
+would run as at least ``MIN_STEPS`` steps into a ``scan`` of length 1: the run is then
+one compiled call, its steps written into one Numba function, its values in scratch
+arrays reused from call to call, its updates of a slice done in place where nothing
+reads the old value after them. The values the rest of the graph reads leave the scan
+as its stacked ``ys`` (one step: a leading axis of 1, which a reshape drops). The steps
+the driver does not run (a library call such as ``np.correlate``) are first moved as
+early as what they read allows, keeping their own order, so that the steps between
+them join into longer runs.
 
 The first runner keeps the unrolled steps (no compile of the whole run before the first
 call); an index out of bounds in the run raises ``IndexOutOfBounds`` at the user's line
@@ -25,12 +28,14 @@ import weakref
 
 from ...ir import Graph, Node, Value
 from ...ir.loop_ops import Scan, results_type
+from ...passes.contract import split_skinny_matmuls
+from ...passes.fusion import fuse
 from . import fused
 from . import fused_steps as steps
 from .codegen import LOOP_OPS, fusible
 from .emitter import PARALLEL_MIN_SIZE
 
-MIN_STEPS = 8  # a shorter run saves less than the driver's call costs (a few microseconds)
+MIN_STEPS = 8  # runner steps: fewer save less than the driver's call costs (microseconds)
 
 _wrapped: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -63,9 +68,36 @@ def _runnable(node: Node) -> bool:
         for t in types_)
 
 
+def _hoisted(nodes: list[Node]) -> list[Node]:
+    """``nodes`` with those the driver does not run each moved up to just after what it
+    reads (with the runnable nodes that leads to, in their order), the runnable nodes
+    nothing of that kind reads after them all: the runs between library calls grow.
+    The library calls keep their order (a random draw, a callback)."""
+    producer = {n.out: n for n in nodes}
+    position = {n: i for i, n in enumerate(nodes)}
+    done: set[Node] = set()
+    order: list[Node] = []
+    for node in nodes:
+        if _runnable(node):
+            continue
+        needed, todo = set(), [node]
+        while todo:
+            m = todo.pop()
+            for v in m.inputs:
+                p = producer.get(v)
+                if p is not None and p not in done and p not in needed:
+                    needed.add(p)
+                    todo.append(p)
+        order += sorted(needed, key=position.__getitem__)
+        order.append(node)
+        done |= needed | {node}
+    return order + [n for n in nodes if n not in done]
+
+
 def _wrap(graph: Graph) -> Graph:
+    hoisted = _hoisted(graph.nodes)
     runs, run = [], []
-    for node in graph.nodes:
+    for node in hoisted:
         if _runnable(node):
             run.append(node)
             continue
@@ -75,11 +107,16 @@ def _wrap(graph: Graph) -> Graph:
     runs = [r for r in runs if sum(n.op != "constant" for n in r) >= MIN_STEPS]
     if not runs:
         return graph
+    made_by = {}  # value -> the runner's step making it (a kernel or a library call)
+    for k, kern in enumerate(fuse(split_skinny_matmuls(graph), fusible)):
+        made_by.update((v, k) for v in kern.outputs)
+    runs = [r for r in runs
+            if len({made_by.get(n.out) for n in r if n.op != "constant"}) >= MIN_STEPS]
     readers: dict[Value, int] = {}  # value -> the position of its last reader
-    for i, node in enumerate(graph.nodes):
+    for i, node in enumerate(hoisted):
         for v in node.inputs:
             readers[v] = i
-    position = {n: i for i, n in enumerate(graph.nodes)}
+    position = {n: i for i, n in enumerate(hoisted)}
     constants = {n.out: n for n in graph.nodes if n.op == "constant"}
     replaced: dict[Node, list[Node] | None] = {}
     outputs = set(graph.outputs)
@@ -94,7 +131,7 @@ def _wrap(graph: Graph) -> Graph:
     if not replaced:
         return graph
     nodes = []
-    for n in graph.nodes:
+    for n in hoisted:
         if n not in replaced:
             nodes.append(n)
         elif replaced[n] is not None:
