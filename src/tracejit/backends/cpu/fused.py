@@ -39,6 +39,7 @@ import ctypes
 import functools
 import math
 import re
+import weakref
 
 import numpy as np
 
@@ -392,31 +393,39 @@ def _driver(plan: _Plan) -> str:
     return flatten("\n".join(head + plan.functions + [""] + src) + "\n")
 
 
-def _planned(loop: Scan | While) -> _Plan | None:
-    """The loop's plan (a while loop's counting its steps too), None where the loop has
-    a step the fused driver cannot run."""
+_planned_loops: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _planned(loop: Scan | While) -> tuple[_Plan, str] | None:
+    """The loop's plan (a while loop's counting its steps too) and its driver's source,
+    None where the loop has a step the fused driver cannot run; kept per loop (its
+    source is asked for with the graph's kernels, and again when it first runs)."""
+    if loop in _planned_loops:
+        return _planned_loops[loop]
     try:
         plan = _plan(loop)
     except Unfusable:
-        return None
-    if isinstance(loop, While):
+        plan = None
+    if plan is not None and isinstance(loop, While):
         plan.add("steps", None)
-    return plan
+    found = _planned_loops[loop] = None if plan is None else (plan, _driver(plan))
+    return found
 
 
 def source(loop: Scan | While) -> str | None:
     """The fused driver's source, None where the loop has a step it cannot run."""
-    plan = _planned(loop)
-    return None if plan is None else _driver(plan)
+    planned = _planned(loop)
+    return None if planned is None else planned[1]
 
 
 def build(loop: Scan | While):
     """The loop's function ``run(*consts, *init, *xs) -> results``, running the fused
     driver; None where the loop has a step it cannot run."""
-    plan = _planned(loop)
-    if plan is None:
+    planned = _planned(loop)
+    if planned is None:
         return None
-    (kernel,), _ = store.get([_driver(plan)])
+    plan, text = planned
+    (kernel,), _ = store.get([text])
     return _runner(plan, kernel)
 
 

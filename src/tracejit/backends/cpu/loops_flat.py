@@ -22,16 +22,19 @@ _PARAMS = {"args", "rd", "wr", "t"}
 def flatten(text: str) -> str:
     """The driver module ``text`` with the step functions its ``cfunc`` (``kernel``) calls
     as statements written in; the functions it calls otherwise (a while loop's condition
-    value) stay."""
+    value) stay, and so do the comments heading the module (the others go)."""
     module = ast.parse(text)
     steps = {f.name: f for f in module.body if isinstance(f, ast.FunctionDef)
              and f.name != "kernel" and _returns_flags(f)}
     kernel = next(f for f in module.body if isinstance(f, ast.FunctionDef) and f.name == "kernel")
     made = [0]
-    kernel.body = _statements(kernel.body, steps, made) or [ast.Pass()]
+    jumps = "break" in text or "continue" in text  # (else no loop body holds one)
+    kernel.body = _statements(kernel.body, steps, made, jumps) or [ast.Pass()]
     module.body = [s for s in module.body
                    if not (isinstance(s, ast.FunctionDef) and s.name in steps)]
-    return ast.unparse(ast.fix_missing_locations(module)) + "\n"
+    lines = text.splitlines()
+    header = lines[:next(i for i, line in enumerate(lines) if not line.startswith("#"))]
+    return "\n".join([*header, ast.unparse(ast.fix_missing_locations(module))]) + "\n"
 
 
 def _returns_flags(f: ast.FunctionDef) -> bool:
@@ -52,19 +55,19 @@ def _call(stmt: ast.stmt, steps: dict) -> str | None:
     return None
 
 
-def _statements(body: list, steps: dict, made: list) -> list:
+def _statements(body: list, steps: dict, made: list, jumps: bool) -> list:
     out = []
     for stmt in body:
         name = _call(stmt, steps)
         if name is not None:
             out.append(ast.Expr(ast.Constant(f"step {name}")))  # (a marker for the reader)
-            out += _statements(_inlined(steps[name], made), steps, made)
+            out += _statements(_inlined(steps[name], made), steps, made, jumps)
         elif isinstance(stmt, ast.For):
-            stmt.body = _statements(stmt.body, steps, made)
-            out += _unrolled(stmt)
+            stmt.body = _statements(stmt.body, steps, made, jumps)
+            out += _unrolled(stmt, jumps)
         elif isinstance(stmt, (ast.If, ast.While)):
-            stmt.body = _statements(stmt.body, steps, made) or [ast.Pass()]
-            stmt.orelse = _statements(stmt.orelse, steps, made)
+            stmt.body = _statements(stmt.body, steps, made, jumps) or [ast.Pass()]
+            stmt.orelse = _statements(stmt.orelse, steps, made, jumps)
             out.append(stmt)
         else:
             out.append(stmt)
@@ -75,21 +78,23 @@ def _inlined(f: ast.FunctionDef, made: list) -> list:
     """A copy of ``f``'s body, its locals renamed apart from every other copy's, its
     ``return True`` a return from the driver and its final ``return False`` gone."""
     made[0] += 1
-    f = copy.deepcopy(f)
-    local = {n.id for n in ast.walk(f) if isinstance(n, ast.Name)
+    if getattr(f, "inlined", False):  # (each step is called once: copied only if not)
+        f = copy.deepcopy(f)
+    f.inlined = True
+    last = f.body[-1]
+    ends_false = isinstance(last, ast.Return) and last.value.value is False
+    names = [n for n in ast.walk(f) if isinstance(n, (ast.Name, ast.Return))]
+    local = {n.id for n in names if isinstance(n, ast.Name)
              and isinstance(n.ctx, ast.Store)} - _PARAMS
-    for n in ast.walk(f):
-        if isinstance(n, ast.Name) and n.id in local:
-            n.id = f"{n.id}_{made[0]}"
-    body = f.body[:-1] if isinstance(f.body[-1], ast.Return) and \
-        f.body[-1].value.value is False else f.body
-    for n in ast.walk(ast.Module(body, [])):
+    for n in names:
         if isinstance(n, ast.Return):
             n.value = None
-    return body
+        elif n.id in local:
+            n.id = f"{n.id}_{made[0]}"
+    return f.body[:-1] if ends_false else f.body
 
 
-def _unrolled(loop: ast.For) -> list:
+def _unrolled(loop: ast.For, jumps: bool) -> list:
     """``for i in range(1)`` as ``i = 0`` and its body (where no ``break`` or ``continue``
     would then leave an outer loop); ``range(0)`` or an empty body as nothing; other
     loops as they are."""
@@ -99,7 +104,8 @@ def _unrolled(loop: ast.For) -> list:
              and isinstance(it.args[0], ast.Constant) else None)
     if trips == 0 or not loop.body or all(isinstance(s, ast.Pass) for s in loop.body):
         return []
-    jumps = any(isinstance(n, (ast.Break, ast.Continue)) for s in loop.body for n in ast.walk(s))
-    if trips == 1 and not loop.orelse and not jumps and isinstance(loop.target, ast.Name):
+    if trips == 1 and not loop.orelse and isinstance(loop.target, ast.Name) and (
+            not jumps or not any(isinstance(n, (ast.Break, ast.Continue))
+                                 for s in loop.body for n in ast.walk(s))):
         return [ast.Assign([loop.target], ast.Constant(0)), *loop.body]
     return [loop]
