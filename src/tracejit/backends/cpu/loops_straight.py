@@ -8,10 +8,10 @@ nanoseconds: the runner's time is the steps' count. The later runner
 (``codegen.partition`` with ``later``) wraps each run of nodes that the fused loop driver
 (``fused.py``) runs itself (loop kernels, 0-d arithmetic included, small matmuls,
 slices, updates of slices, gathers and scatters, concatenations) and that the runner
-would run as at least ``MIN_STEPS`` steps into a ``scan`` of length 1: the run is then
-one compiled call, its steps written into one Numba function, its values in scratch
-arrays reused from call to call, its updates of a slice done in place where nothing
-reads the old value after them. The values the rest of the graph reads leave the scan
+would run as at least ``MIN_STEPS`` steps besides views into a ``scan`` of length 1: the
+run is then one compiled call, its steps written into one Numba function, its values
+in scratch arrays reused from call to call, its updates of a slice done in place where
+nothing reads the old value after them. The values the rest of the graph reads leave the scan
 as its stacked ``ys`` (one step: a leading axis of 1, which a reshape drops). The steps
 the driver does not run (a library call such as ``np.correlate``) are first moved as
 early as what they read allows, keeping their own order, so that the steps between
@@ -32,10 +32,12 @@ from ...passes.contract import split_skinny_matmuls
 from ...passes.fusion import fuse
 from . import fused
 from . import fused_steps as steps
-from .codegen import LOOP_OPS, fusible
+from .codegen import LOOP_OPS, VIEW_OPS, fusible
 from .emitter import PARALLEL_MIN_SIZE
 
-MIN_STEPS = 8  # runner steps: fewer save less than the driver's call costs (microseconds)
+# Runner steps other than views (a reshape, slice or transpose: a NumPy view, a tenth of
+# a microsecond): fewer save less than the driver's call costs (a few microseconds).
+MIN_STEPS = 5
 
 _wrapped: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -110,8 +112,8 @@ def _wrap(graph: Graph) -> Graph:
     made_by = {}  # value -> the runner's step making it (a kernel or a library call)
     for k, kern in enumerate(fuse(split_skinny_matmuls(graph), fusible)):
         made_by.update((v, k) for v in kern.outputs)
-    runs = [r for r in runs
-            if len({made_by.get(n.out) for n in r if n.op != "constant"}) >= MIN_STEPS]
+    runs = [r for r in runs if len({made_by.get(n.out) for n in r
+                                    if n.op not in VIEW_OPS | {"constant"}}) >= MIN_STEPS]
     readers: dict[Value, int] = {}  # value -> the position of its last reader
     for i, node in enumerate(hoisted):
         for v in node.inputs:
