@@ -17,7 +17,14 @@ from concurrent.futures import Future
 
 import numpy as np
 
-from ...errors import IndexOutOfBounds, InvalidValue, IRError, LinAlgError, ScalarOverflow
+from ...errors import (
+    IndexOutOfBounds,
+    InvalidValue,
+    IRError,
+    LinAlgError,
+    ScalarOverflow,
+    TracejitError,
+)
 from ...ir import Graph, Node
 from ..base import DiskCacheInfo, PlannedStep, Runner, ignore, planned
 from . import blas, native
@@ -123,6 +130,8 @@ def _runner(graph: Graph, profile: bool, compiled: tuple[list, DiskCacheInfo] | 
     locations = code.namespace["locations"]
 
     def located(e: Exception, step: int):
+        if isinstance(e, TracejitError):  # a loop driver's, at the failing step's line
+            return e
         typed = next(t for base, t in _TYPED if isinstance(e, base))
         return typed(str(e), location=locations[step] if step >= 0 else None)
 

@@ -92,7 +92,11 @@ def partition(graph: Graph, later: bool = False,
     library call (``check=True`` runs them one at a time). ``later``: the steps of the
     runner compiled after the first (see ``worth_compiling``). ``in_loop``: a loop's
     body graph (``loops.py``), run once per step: every loop kernel is worth compiling there,
-    0-d arithmetic included."""
+    0-d arithmetic included. The later runner runs each long run of small steps as one
+    compiled call (``loops_straight.py``)."""
+    if later:
+        from .loops_straight import wrap_runs
+        graph = wrap_runs(graph)
     graph = split_skinny_matmuls(graph)
     if in_loop:
         return graph, fuse(graph, lambda n: fusible(n, scalars=True))
@@ -124,7 +128,11 @@ def worth_compiling(kern: Kernel, later: bool = False) -> bool:
 
 def improves_later(graph: Graph) -> bool:
     """Whether ``partition(graph, later=True)`` compiles kernels the first runner of
-    ``graph`` runs as NumPy calls."""
+    ``graph`` runs as NumPy calls, or runs long runs of small steps as one call."""
+    from .loops_straight import wrap_runs
+
+    if wrap_runs(graph) is not graph:
+        return True
     kernels = fuse(split_skinny_matmuls(graph), fusible)
     return any(k.kind == "loop" and not worth_compiling(k) and worth_compiling(k, True)
                for k in kernels)

@@ -20,11 +20,15 @@ step finds its slice and its carry without any Python:
   the step wrote into its place (a carry passed through, a swap, an input stacked as a
   ``y``) is copied there at the end of the step. A carry the body updates in place
   (``out[t] = ...``: a scatter of the old value, which nothing reads after it) has one
-  buffer instead, so that a loop writing one element a step copies nothing.
+  buffer instead, so that a loop writing one element a step copies nothing. An update
+  of a value the step made itself, which nothing reads after it, is done in that
+  value's place too (``codegen._updates_in_place``: a row filled element by element).
 
 An index out of bounds stops the driver with a status (its failure and the index) in
 an array of the call; the caller raises ``IndexOutOfBounds`` as the Python driver does.
-The driver module names no graph and holds no constant, so it is cached like a kernel:
+The steps' functions are then written into the ``cfunc`` (``loops_flat.py``: Numba's own
+inlining of hundreds of them compiles several times slower). The driver module names no
+graph and holds no constant, so it is cached like a kernel:
 by its source, in the process and on disk (``kernels.py``).
 """
 
@@ -35,6 +39,7 @@ import ctypes
 import functools
 import math
 import re
+import weakref
 
 import numpy as np
 
@@ -44,8 +49,9 @@ from ...ir.loop_ops import Scan, While
 from ...ir.types import TensorType
 from . import fused_steps as steps
 from . import kernels as store
-from .codegen import VIEW_OPS, _kernel_views, partition
+from .codegen import VIEW_OPS, _kernel_views, _updates_in_place, partition
 from .emitter import _IMPORTS, LoopEmitter, Module
+from .loops_flat import flatten
 from .ops import NUMBA
 
 _ARG = re.compile(r"arg\(args, (\d+), ([\w.]+)\)")
@@ -177,6 +183,7 @@ def _graph(plan: _Plan, g: int, part_kernels: tuple, inputs: list, dests: list) 
     part, kernels = part_kernels
     mod = Module(part)
     mod.views = _kernel_views(part, kernels)
+    in_place = _updates_in_place(part, kernels)
     kernels = [k for k in kernels if not (k.kind == "library" and k.nodes[0].out in mod.views)]
     transposed = _library_steps(part, kernels)
     plan.where.update(zip(part.inputs, inputs, strict=True))
@@ -194,6 +201,8 @@ def _graph(plan: _Plan, g: int, part_kernels: tuple, inputs: list, dests: list) 
             if place is not None:
                 plan.where[node.out] = place
                 continue
+            if node in in_place and node.out not in first_dest:  # no copy of the base
+                plan.where[node.out] = plan.locate(node.inputs[0], mod)
         for v in kern.outputs:
             if v not in plan.where:
                 plan.where[v] = first_dest.get(v) or (plan.add("scratch", v.type), "0")
@@ -381,34 +390,42 @@ def _driver(plan: _Plan) -> str:
         src += ["        if not g0_value(args, rd, wr, t):", "            break"]
         src += [f"        {c}" for c in body]
         src += ["        s += 1", f"    at(args, {steps_at}, np.int64, 0)[0] = s"]
-    return "\n".join(head + plan.functions + [""] + src) + "\n"
+    return flatten("\n".join(head + plan.functions + [""] + src) + "\n")
 
 
-def _planned(loop: Scan | While) -> _Plan | None:
-    """The loop's plan (a while loop's counting its steps too), None where the loop has
-    a step the fused driver cannot run."""
+_planned_loops: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _planned(loop: Scan | While) -> tuple[_Plan, str] | None:
+    """The loop's plan (a while loop's counting its steps too) and its driver's source,
+    None where the loop has a step the fused driver cannot run; kept per loop (its
+    source is asked for with the graph's kernels, and again when it first runs)."""
+    if loop in _planned_loops:
+        return _planned_loops[loop]
     try:
         plan = _plan(loop)
     except Unfusable:
-        return None
-    if isinstance(loop, While):
+        plan = None
+    if plan is not None and isinstance(loop, While):
         plan.add("steps", None)
-    return plan
+    found = _planned_loops[loop] = None if plan is None else (plan, _driver(plan))
+    return found
 
 
 def source(loop: Scan | While) -> str | None:
     """The fused driver's source, None where the loop has a step it cannot run."""
-    plan = _planned(loop)
-    return None if plan is None else _driver(plan)
+    planned = _planned(loop)
+    return None if planned is None else planned[1]
 
 
 def build(loop: Scan | While):
     """The loop's function ``run(*consts, *init, *xs) -> results``, running the fused
     driver; None where the loop has a step it cannot run."""
-    plan = _planned(loop)
-    if plan is None:
+    planned = _planned(loop)
+    if planned is None:
         return None
-    (kernel,), _ = store.get([_driver(plan)])
+    plan, text = planned
+    (kernel,), _ = store.get([text])
     return _runner(plan, kernel)
 
 
