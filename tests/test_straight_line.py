@@ -178,3 +178,29 @@ def test_an_index_out_of_bounds_is_raised_at_the_users_line():
     assert info.value.location.lineno == gathered.__code__.co_firstlineno + 3
     assert str(info.value).count(" at ") == 1  # one location, the failing step's
     np.testing.assert_allclose(f(x, idx), gathered(x, idx))  # and it runs on after
+
+
+def gathered_then_inverse(x, idx, a):
+    out = gathered(x, idx)
+    return out, np.linalg.inv(a)
+
+
+def test_a_library_call_is_not_moved_above_a_step_that_may_raise():
+    """NumPy raises the first error in program order: with an index out of bounds in the
+    run and a singular matrix after it, the later runner raises the index's error, not
+    ``inv``'s, though ``inv`` reads nothing of the run and would otherwise move up."""
+    x, idx, a = np.arange(12.0), np.arange(12), np.eye(3)
+    graph = tj.jit(gathered_then_inverse, backend="cpu").lower(x, idx, a).optimized_graph
+    wrapped = wrap_runs(graph)
+    inv = next(i for i, n in enumerate(wrapped.nodes) if n.op == "inv")
+    assert any(n.op == "gather" for n in wrapped.nodes[:inv]) or any(
+        n.op == "scan" for n in wrapped.nodes[:inv])
+    f = tj.jit(gathered_then_inverse, backend="cpu")
+    f(x, idx, a)
+    assert f.wait_compiled(timeout=300)
+    bad = idx.copy()
+    bad[7] = 40
+    with pytest.raises(IndexError):
+        gathered_then_inverse(x, bad, np.zeros((3, 3)))
+    with pytest.raises(IndexOutOfBounds):
+        f(x, bad, np.zeros((3, 3)))

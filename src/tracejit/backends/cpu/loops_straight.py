@@ -70,19 +70,29 @@ def _runnable(node: Node) -> bool:
         for t in types_)
 
 
+# Runnable steps that may raise (an index out of bounds): a library call, which may raise
+# too (a singular matrix), is not moved above one, so the first error is NumPy's first.
+_RAISING = frozenset({"gather", "scatter"})
+
+
 def _hoisted(nodes: list[Node]) -> list[Node]:
     """``nodes`` with those the driver does not run each moved up to just after what it
     reads (with the runnable nodes that leads to, in their order), the runnable nodes
     nothing of that kind reads after them all: the runs between library calls grow.
-    The library calls keep their order (a random draw, a callback)."""
+    The library calls keep their order (a random draw, a callback), and none moves above
+    a step that may raise (``_RAISING``)."""
     producer = {n.out: n for n in nodes}
     position = {n: i for i, n in enumerate(nodes)}
     done: set[Node] = set()
     order: list[Node] = []
+    raising: list[Node] = []
     for node in nodes:
         if _runnable(node):
+            if node.op in _RAISING:
+                raising.append(node)
             continue
-        needed, todo = set(), [node]
+        before = [r for r in raising if r not in done]
+        needed, todo = set(before), [node, *before]
         while todo:
             m = todo.pop()
             for v in m.inputs:
