@@ -1097,7 +1097,7 @@ class _Writes:
     call does only the checks and stores it needs: the positions, names and index keys
     are computed here, not per call."""
 
-    __slots__ = ("graph", "n", "keys", "others", "aliases")
+    __slots__ = ("graph", "n", "keys", "others", "aliases", "unaliased")
 
     def __init__(self, writes: tuple, graph: Graph, aliases: tuple = ()):
         self.graph = graph
@@ -1106,9 +1106,14 @@ class _Writes:
         # per written leaf: its position and the index key of each region it writes
         self.keys = tuple((i, tuple(Ellipsis if attrs is None else slice_key(**attrs)
                                     for attrs in regions)) for i, regions in writes)
-        # per written leaf: the positions of the other leaves (those it must not overlap)
-        self.others = tuple((i, tuple(j for j in range(len(graph.inputs)) if j != i))
-                            for i, _ in writes)
+        # per written leaf: the positions of the other leaves it must not overlap (a
+        # weakly typed leaf is a Python scalar, never an array)
+        self.others = tuple((i, tuple(j for j, v in enumerate(graph.inputs)
+                                      if j != i and not v.type.weak)) for i, _ in writes)
+        # the outputs store may have to copy (an aliased one is the caller's array anyway;
+        # a written argument's new version may be another argument, passed through)
+        aliased = {k for k, _, _ in aliases}
+        self.unaliased = tuple(k for k in range(len(graph.outputs)) if k not in aliased)
 
     def _name(self, i: int) -> str:
         return self.graph.inputs[i].name or f"in{i}"
@@ -1120,7 +1125,8 @@ class _Writes:
             leaf = leaves[i]
             if not isinstance(leaf, _ndarray):  # (CuPy's arrays are always writeable)
                 continue
-            if not leaf.flags.writeable:
+            flags = leaf.flags  # (a new object per access: read once)
+            if not flags.writeable:
                 raise ReadOnlyDestination(f"assignment destination is read-only: the function "
                                           f"writes to argument {self._name(i)!r}, whose array "
                                           "is not writeable")
@@ -1129,7 +1135,7 @@ class _Writes:
             # microsecond a pair). Views, and the rare array wrapping memory it does not
             # own, are asked about. (Plain loops here and below, no generators: one
             # costs half a microsecond, more than the checks on a small call.)
-            owned = leaf.base is None and leaf.flags.owndata
+            owned = leaf.base is None and flags.owndata
             for j in others:
                 x = leaves[j]
                 if not isinstance(x, _ndarray) or (owned and x is not leaf and x.base is None
@@ -1147,7 +1153,8 @@ class _Writes:
         copied first: it keeps what it held, and a later store reads it intact)."""
         written = [leaves[i] for i, _ in self.keys]
         copied = None
-        for k, o in enumerate(outs):
+        for k in self.unaliased:
+            o = outs[k]
             if not isinstance(o, _ndarray):
                 continue
             # An output without a base is an array the runner allocated (NumPy's results
@@ -1168,6 +1175,9 @@ class _Writes:
             if isinstance(leaf, _ndarray):
                 for key in keys:
                     new = outs[j]
+                    if new is leaf:  # the runner wrote into the caller's array itself
+                        j += 1
+                        continue
                     if not isinstance(new, _HOST):  # a GPU's result, for a host argument
                         new = targets.to_host(new)
                     leaf[key] = new
@@ -1215,6 +1225,8 @@ def _finisher(out_tree, graph: Graph, writes: int = 0, aliased: frozenset = froz
     copy = _shared_outputs(graph)[:len(graph.outputs) - writes]
     if out_tree is None:  # the function returns None (it writes to its arguments)
         return _none
+    if out_tree is pytree.LEAF and aliased:  # the caller's array, returned
+        return _first
     if aliased:
         return lambda outs: pytree.unflatten(
             out_tree, [o if k in aliased else _finish(_copy(o) if c else o)
