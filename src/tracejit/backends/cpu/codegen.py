@@ -189,7 +189,7 @@ def generate(graph: Graph, profile: bool = False, later: bool = False,
             body.append(f"record({k}, t_start, clock() - t_start)")
     args = ", ".join(mod.names[v] for v in graph.inputs)
     outs = ", ".join(mod.name(v) for v in graph.outputs)
-    runner = ["# runner: plain Python, calling the kernels above (as kernel<step>) through ctypes",
+    runner = ["# runner: plain Python, calling the kernels above (as kernel<step>), C functions",
               f"def run({args}):", "    step = -1", "    try:"]
     runner += [f"        {line}" for line in body or ["pass  # nothing to compute"]]
     runner += [
