@@ -1159,7 +1159,7 @@ def _writing(fn, writes: tuple, graph: Graph, aliases: tuple = ()):
         check(leaves)
         return store(leaves, fn(*leaves))
 
-    return run
+    return writer.fast(fn, run)
 
 
 _HOST = (np.ndarray, np.generic)
@@ -1171,7 +1171,7 @@ class _Writes:
     call does only the checks and stores it needs: the positions, names and index keys
     are computed here, not per call."""
 
-    __slots__ = ("graph", "n", "keys", "others", "aliases")
+    __slots__ = ("graph", "n", "keys", "others", "aliases", "unaliased")
 
     def __init__(self, writes: tuple, graph: Graph, aliases: tuple = ()):
         self.graph = graph
@@ -1180,12 +1180,66 @@ class _Writes:
         # per written leaf: its position and the index key of each region it writes
         self.keys = tuple((i, tuple(Ellipsis if attrs is None else slice_key(**attrs)
                                     for attrs in regions)) for i, regions in writes)
-        # per written leaf: the positions of the other leaves (those it must not overlap)
-        self.others = tuple((i, tuple(j for j in range(len(graph.inputs)) if j != i))
-                            for i, _ in writes)
+        # per written leaf: the positions of the other leaves it must not overlap (a
+        # weakly typed leaf is a Python scalar, never an array)
+        self.others = tuple((i, tuple(j for j, v in enumerate(graph.inputs)
+                                      if j != i and not v.type.weak)) for i, _ in writes)
+        # the outputs store may have to copy (an aliased one is the caller's array anyway;
+        # a written argument's new version may be another argument, passed through)
+        aliased = {k for k, _, _ in aliases}
+        self.unaliased = tuple(k for k in range(len(graph.outputs)) if k not in aliased)
 
     def _name(self, i: int) -> str:
         return self.graph.inputs[i].name or f"in{i}"
+
+    def fast(self, fn, slow):
+        """``slow`` (``fn`` between ``check`` and ``store``) specialised to this signature
+        for the common call: every written argument an ndarray owning its memory, every
+        other one owning its own or no ndarray, results the runner's own arrays. Python
+        code written out line by line (each loop and attribute look-up ``check`` and
+        ``store`` make costs tens of nanoseconds, a microsecond in all); any other call
+        goes through ``slow``, which raises as those do."""
+        leaves = [f"l{j}" for j in range(len(self.graph.inputs))]
+        sig = ", ".join(leaves)
+        written = [i for i, _ in self.keys]
+        lines = [f"def run({sig}):"]
+        for i in written:
+            lines += [f"    if type(l{i}) is not ndarray: return slow({sig})",
+                      f"    f = l{i}.flags",
+                      f"    if not f.writeable or l{i}.base is not None or not f.owndata: "
+                      f"return slow({sig})"]
+        for j in sorted({j for _, others in self.others for j in others} - set(written)):
+            lines.append(f"    if isinstance(l{j}, ndarray) and (l{j}.base is not None or "
+                         f"not l{j}.flags.owndata): return slow({sig})")
+        for i, others in self.others:  # (the same array passed twice: slow raises)
+            same = " or ".join(f"l{j} is l{i}" for j in others)
+            if same:
+                lines.append(f"    if {same}: return slow({sig})")
+        lines.append(f"    outs = fn({sig})")
+        for k in self.unaliased:  # a result that is or may view a written argument
+            unsafe = " or ".join(["o.base is not None", *(f"o is l{i}" for i in written)])
+            host = "" if k < self.n else " or not isinstance(o, HOST)"
+            lines += [f"    o = outs[{k}]",
+                      f"    if isinstance(o, ndarray) and ({unsafe}){host}: "
+                      f"return store(({sig},), outs)"]
+        namespace = {"ndarray": _ndarray, "HOST": _HOST, "slow": slow, "fn": fn,
+                     "store": self.store, "returned": _returned}
+        j = self.n
+        for i, keys in self.keys:
+            for key in keys:
+                namespace[f"key{j}"] = key
+                lines += [f"    o = outs[{j}]",
+                          f"    if o is not l{i}:",
+                          f"        l{i}[key{j}] = o"]
+                j += 1
+        results = [f"outs[{k}]" for k in range(self.n)]
+        for k, i, path in self.aliases:
+            namespace[f"path{k}"] = path
+            results[k] = f"l{i}" if i in written and not path else \
+                f"returned(l{i}, path{k}, outs[{k}])"
+        lines.append(f"    return [{', '.join(results)}]")
+        exec(compile("\n".join(lines) + "\n", "<tracejit write-back>", "exec"), namespace)
+        return namespace["run"]
 
     def check(self, leaves) -> None:
         """Before running: every array written to is writeable, and shares no memory with
@@ -1194,7 +1248,8 @@ class _Writes:
             leaf = leaves[i]
             if not isinstance(leaf, _ndarray):  # (CuPy's arrays are always writeable)
                 continue
-            if not leaf.flags.writeable:
+            flags = leaf.flags  # (a new object per access: read once)
+            if not flags.writeable:
                 raise ReadOnlyDestination(f"assignment destination is read-only: the function "
                                           f"writes to argument {self._name(i)!r}, whose array "
                                           "is not writeable")
@@ -1203,7 +1258,7 @@ class _Writes:
             # microsecond a pair). Views, and the rare array wrapping memory it does not
             # own, are asked about. (Plain loops here and below, no generators: one
             # costs half a microsecond, more than the checks on a small call.)
-            owned = leaf.base is None and leaf.flags.owndata
+            owned = leaf.base is None and flags.owndata
             for j in others:
                 x = leaves[j]
                 if not isinstance(x, _ndarray) or (owned and x is not leaf and x.base is None
@@ -1221,7 +1276,8 @@ class _Writes:
         copied first: it keeps what it held, and a later store reads it intact)."""
         written = [leaves[i] for i, _ in self.keys]
         copied = None
-        for k, o in enumerate(outs):
+        for k in self.unaliased:
+            o = outs[k]
             if not isinstance(o, _ndarray):
                 continue
             # An output without a base is an array the runner allocated (NumPy's results
@@ -1242,6 +1298,9 @@ class _Writes:
             if isinstance(leaf, _ndarray):
                 for key in keys:
                     new = outs[j]
+                    if new is leaf:  # the runner wrote into the caller's array itself
+                        j += 1
+                        continue
                     if not isinstance(new, _HOST):  # a GPU's result, for a host argument
                         new = targets.to_host(new)
                     leaf[key] = new
@@ -1293,6 +1352,8 @@ def _finisher(out_tree, graph: Graph, writes: int = 0, aliased: frozenset = froz
     copy = _shared_outputs(graph)[:len(graph.outputs) - writes]
     if out_tree is None:  # the function returns None (it writes to its arguments)
         return _none
+    if out_tree is pytree.LEAF and aliased:  # the caller's array, returned
+        return _first
     if aliased:
         return lambda outs: pytree.unflatten(
             out_tree, [o if k in aliased else _finish(_copy(o) if c else o)

@@ -101,11 +101,25 @@ def partition(graph: Graph, later: bool = False,
     if in_loop:
         return graph, fuse(graph, lambda n: fusible(n, scalars=True))
     kernels = fuse(graph, fusible)
-    numpy_calls = {n for k in kernels if k.kind == "loop" and not worth_compiling(k, later)
-                   for n in k.nodes}
-    if numpy_calls:  # fuse again without them: they become library steps
-        kernels = fuse(graph, lambda n: n not in numpy_calls and fusible(n))
-    return graph, kernels
+    numpy_calls: set[Node] = set()
+    while True:  # (a few rounds at most: each one takes nodes out of the kernels)
+        more = {n for k in kernels if k.kind == "loop" and not worth_compiling(k, later)
+                for n in _left_to_numpy(k, later)} - numpy_calls
+        if not more:
+            return graph, kernels
+        numpy_calls |= more  # fuse again without them: they become library steps
+        kernels = fuse(graph, lambda n, left=frozenset(numpy_calls): n not in left and fusible(n))
+
+
+def _left_to_numpy(kern: Kernel, later: bool) -> list[Node]:
+    """The nodes of a loop kernel not worth compiling that run as NumPy calls: all of
+    them, except for the ``later`` runner its exactly rounded ones beside others (a
+    ``sin`` after three ``multiply, add``): those may still make a kernel of their own,
+    which gives NumPy's bits and saves a NumPy call per op."""
+    if not later:
+        return kern.nodes
+    inexact = [n for n in kern.nodes if not _exact(n)]
+    return inexact or kern.nodes
 
 
 def worth_compiling(kern: Kernel, later: bool = False) -> bool:
@@ -133,9 +147,11 @@ def improves_later(graph: Graph) -> bool:
 
     if wrap_runs(graph) is not graph:
         return True
-    kernels = fuse(split_skinny_matmuls(graph), fusible)
-    return any(k.kind == "loop" and not worth_compiling(k) and worth_compiling(k, True)
-               for k in kernels)
+    if config.min_kernel_size == 0:
+        return False
+    compiled = [{n for k in partition(graph, later)[1] if k.kind == "loop" for n in k.nodes}
+                for later in (False, True)]
+    return bool(compiled[1] - compiled[0])
 
 
 def _exact(node: Node) -> bool:
@@ -180,7 +196,7 @@ def generate(graph: Graph, profile: bool = False, later: bool = False,
             body.append(f"record({k}, t_start, clock() - t_start)")
     args = ", ".join(mod.names[v] for v in graph.inputs)
     outs = ", ".join(mod.name(v) for v in graph.outputs)
-    runner = ["# runner: plain Python, calling the kernels above (as kernel<step>) through ctypes",
+    runner = ["# runner: plain Python, calling the kernels above (as kernel<step>), C functions",
               f"def run({args}):", "    step = -1", "    try:"]
     runner += [f"        {line}" for line in body or ["pass  # nothing to compute"]]
     runner += [
@@ -296,6 +312,8 @@ def _inline_call(mod: Module, k: int, node: Node, in_place: bool, body: list[str
     if node.op == "convert":  # (the registry's implementation, spelt out)
         mod.namespace[f"dtype{k}"] = attrs["dtype"]
         return f"np.asarray({name}).astype(dtype{k})"
+    if node.op == "slogdet" and x.type.ndim == 2:  # the registry packs with two reshapes
+        return f"np.array(np.linalg.slogdet({name}))"  # (4 us): [sign, logabsdet] as one
     if x.type.ndim == 0:
         if node.op == "reshape":  # a 0-d value may be a Python scalar: no method
             return f"np.asarray({name}).reshape({tuple(attrs['shape'])!r})"

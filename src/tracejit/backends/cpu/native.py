@@ -152,6 +152,7 @@ def parallel(kernel, args: tuple) -> None:
     """Run ``kernel`` on libgomp's team, or after a pause on this thread where that
     measured faster for it (``Launches``); the caller keeps ``args`` alive."""
     global _last_end
+    kernel = _by_launcher.get(kernel, kernel)
     start = perf_counter()
     if start - _last_end < PAUSE_S:
         configure().GOMP_parallel(kernel, id(args), 0, 0)
@@ -164,6 +165,89 @@ def parallel(kernel, args: tuple) -> None:
             configure().GOMP_parallel(kernel, id(args), 0, 0)
         launches.record(alone, perf_counter() - start)
     _last_end = perf_counter()
+
+
+# A kernel called through ctypes costs ~0.65 us (its argument conversion and call
+# machinery), more than a NumPy ufunc call on a few hundred elements. So a kernel is
+# called through this trampoline instead: a C function of CPython's METH_O convention,
+# bound (``PyCFunction_NewEx``) to the kernel's address as its ``self``, that a call
+# ``kernel(id(args))`` runs as any builtin function (~0.1 us), releasing the GIL while
+# the kernel runs (as ctypes does: the kernel reads the tuple the caller keeps alive and
+# touches no Python object's reference count). It names only functions of
+# CPython's stable ABI, so it needs no Python headers to compile.
+_LAUNCH_C = r"""
+extern void *PyLong_AsVoidPtr(void *);
+extern void *PyErr_Occurred(void);
+extern void Py_IncRef(void *);
+extern void *PyEval_SaveThread(void);
+extern void PyEval_RestoreThread(void *);
+extern char _Py_NoneStruct;
+typedef void (*kernel_t)(void *);
+void *tracejit_launch(void *self, void *arg) {
+    void *args = PyLong_AsVoidPtr(arg), *state;
+    kernel_t kernel = (kernel_t) PyLong_AsVoidPtr(self);
+    if (args == 0 && PyErr_Occurred()) return 0;
+    state = PyEval_SaveThread();  /* other threads run meanwhile, as under ctypes */
+    kernel(args);
+    PyEval_RestoreThread(state);
+    Py_IncRef(&_Py_NoneStruct);
+    return &_Py_NoneStruct;
+}
+"""
+METH_O = 0x0008
+
+
+class _MethodDef(ctypes.Structure):
+    """CPython's ``PyMethodDef``: what a builtin function object points to."""
+
+    _fields_ = [("name", ctypes.c_char_p), ("meth", ctypes.c_void_p), ("flags", ctypes.c_int),
+                ("doc", ctypes.c_char_p)]
+
+
+_by_launcher: dict = {}  # a kernel's trampoline-bound builtin -> its ctypes function
+
+
+@functools.cache
+def _launch_method() -> _MethodDef | None:
+    """The method definition every kernel's builtin shares (kept for the process's
+    life), or None where the trampoline cannot be built or loaded (no C compiler): the
+    kernels are then called through ctypes."""
+    try:
+        lib = ctypes.CDLL(str(_launcher_library()))
+        address = ctypes.cast(lib.tracejit_launch, ctypes.c_void_p).value
+    except (OSError, AttributeError):
+        return None
+    new = ctypes.pythonapi.PyCFunction_NewEx
+    new.argtypes, new.restype = [ctypes.c_void_p, ctypes.py_object, ctypes.py_object], \
+        ctypes.py_object
+    method = _MethodDef(b"kernel", address, METH_O, None)
+    method._lib = lib  # (CDLL never unloads; kept with what points into it regardless)
+    return method
+
+
+def _launcher_library() -> Path:
+    """The trampoline's shared library: compiled once per machine into the disk cache's
+    folder, or once per process into a temporary one when the cache is off or its copy
+    is not to be trusted with machine code (as the disk cache's kernels: ``_distrust``)."""
+    from . import diskcache
+
+    tag = hashlib.sha256(f"{_LAUNCH_C}{sys.implementation.cache_tag}{sys.platform}"
+                         .encode()).hexdigest()[:16]
+    folder = diskcache.cache_dir()
+    path = folder / f"launch-{tag}.so"
+    if diskcache.enabled() and path.exists() and diskcache._distrust(path) is None:
+        return path
+    if not diskcache.enabled() or path.exists():
+        folder = Path(tempfile.mkdtemp(prefix="tracejit-launch-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        path = folder / path.name
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="tracejit-launch-", dir=folder) as tmp:
+        source, built = os.path.join(tmp, "launch.c"), os.path.join(tmp, "launch.so")
+        Path(source).write_text(_LAUNCH_C)
+        _run_cc(["-shared", "-fPIC", "-O2", "-o", built, source])
+        os.replace(built, path)  # atomic: another process may be building it too
+    return path
 
 
 def load(path: Path, symbols: list[str]) -> list:
@@ -181,10 +265,18 @@ def function(address: int, owner=None):
 
 
 def _bind(owner, address: int):
+    """The kernel at ``address`` as a callable ``kernel(id(args))``: a builtin function
+    through the trampoline where there is one, else the ctypes function (which
+    ``parallel`` hands to libgomp, found from the builtin, and which keeps ``owner``)."""
     fn = KERNEL(address)
     fn._owner = owner  # the library or Numba object the code lives in
     fn.launches = Launches()  # for a parallel kernel: where its launches run faster
-    return fn
+    method = _launch_method()
+    if method is None:
+        return fn
+    fast = ctypes.pythonapi.PyCFunction_NewEx(ctypes.addressof(method), address, None)
+    _by_launcher[fast] = fn  # (kernels live as long as the process: kernels.py keeps them)
+    return fast
 
 
 @functools.cache
