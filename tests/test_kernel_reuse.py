@@ -6,6 +6,7 @@ Compiles are counted by the CPU backend's own tally (``cpu.stats()``), never tim
 """
 
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -42,11 +43,25 @@ step = tj.value_and_grad(loss, argnums=(0, 1))
 
 @pytest.fixture
 def fresh(tmp_path, monkeypatch):
-    """No kernel compiled in this process yet, and an empty disk cache of our own."""
+    """No kernel compiled in this process yet, and an empty disk cache of our own; no
+    earlier test's background compile still running (it would count in ``cpu.stats``)."""
+    _background_idle()
     monkeypatch.setattr(cpu.kernels, "_compiled", {})
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("TRACEJIT_DISK_CACHE", raising=False)
     return tmp_path / "cache"
+
+
+def _background_idle(timeout: float = 600.0) -> None:
+    """Wait until the compile workers run no background task (an earlier test's later
+    runner: a long straight-line run can take many seconds), and its results are stored."""
+    from tracejit.backends.cpu import workers
+
+    pool, deadline = workers._pool, time.monotonic() + timeout
+    while pool is not None and time.monotonic() < deadline and (
+            pool.waiting or pool.slots < max(1, workers.cores() - 1)):
+        time.sleep(0.05)
+    time.sleep(0.1)  # (the last task's callbacks store what it made)
 
 
 def new_kernels(call) -> int:

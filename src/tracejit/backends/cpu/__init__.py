@@ -84,6 +84,14 @@ def compile_later(graph: Graph) -> Future[Runner] | None:
     return _later(graph, False)
 
 
+def _straight(graph: Graph) -> Graph:
+    """``graph`` as the later runner runs it: each long run of small steps wrapped into
+    one compiled call (``loops_straight.py``)."""
+    from .loops_straight import wrap_runs
+
+    return wrap_runs(graph)
+
+
 def _later(graph: Graph, faster: bool) -> Future[Runner] | None:
     """A future of the runner of ``graph`` (``faster``: of its later runner, with the
     small exact kernels compiled; see ``codegen.partition``) whose missing kernels the
@@ -91,9 +99,10 @@ def _later(graph: Graph, faster: bool) -> Future[Runner] | None:
     for ``faster`` where the later runner is the first."""
     from .codegen import generate, improves_later
 
-    if faster and not improves_later(graph):
+    if faster and not improves_later(graph) and _straight(graph) is graph:
         return None
-    sources = _with_loops(generate(graph, later=faster, loop_step=_loop_step))
+    sources = _with_loops(generate(_straight(graph) if faster else graph, later=faster,
+                                   loop_step=_loop_step))
     later = store.get_later(sources)
     if later is None and faster and store.workers_available():  # all compiled: bind now
         later = Future()
@@ -126,7 +135,7 @@ def _runner(graph: Graph, profile: bool, compiled: tuple[list, DiskCacheInfo] | 
     ``record(step, start, seconds)`` from its namespace after each step."""
     from .codegen import generate
 
-    code = generate(graph, profile, later, in_loop, _loop_step)
+    code = generate(_straight(graph) if later else graph, profile, later, in_loop, _loop_step)
     locations = code.namespace["locations"]
 
     def located(e: Exception, step: int):

@@ -92,11 +92,8 @@ def partition(graph: Graph, later: bool = False,
     library call (``check=True`` runs them one at a time). ``later``: the steps of the
     runner compiled after the first (see ``worth_compiling``). ``in_loop``: a loop's
     body graph (``loops.py``), run once per step: every loop kernel is worth compiling there,
-    0-d arithmetic included. The later runner runs each long run of small steps as one
-    compiled call (``loops_straight.py``)."""
-    if later:
-        from .loops_straight import wrap_runs
-        graph = wrap_runs(graph)
+    0-d arithmetic included. (The package gives the later runner's generator the graph
+    with its long runs of small steps wrapped: ``loops_straight.py``.)"""
     graph = split_skinny_matmuls(graph)
     if in_loop:
         return graph, fuse(graph, lambda n: fusible(n, scalars=True))
@@ -142,11 +139,7 @@ def worth_compiling(kern: Kernel, later: bool = False) -> bool:
 
 def improves_later(graph: Graph) -> bool:
     """Whether ``partition(graph, later=True)`` compiles kernels the first runner of
-    ``graph`` runs as NumPy calls, or runs long runs of small steps as one call."""
-    from .loops_straight import wrap_runs
-
-    if wrap_runs(graph) is not graph:
-        return True
+    ``graph`` runs as NumPy calls."""
     if config.min_kernel_size == 0:
         return False
     compiled = [{n for k in partition(graph, later)[1] if k.kind == "loop" for n in k.nodes}

@@ -43,6 +43,7 @@ user to do, so no warning.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
 import json
@@ -53,6 +54,7 @@ import re
 import shutil
 import stat
 import sys
+import tempfile
 import time
 import uuid
 import warnings
@@ -574,3 +576,24 @@ def _evict(directory: Path) -> bool:
     shutil.rmtree(trash, ignore_errors=True)
     _log().debug("tracejit: evicted %s from the disk cache", directory.name)
     return True
+
+
+def launcher_library(source: str) -> Path:
+    """The shared library of the kernels' trampoline (``native.LAUNCH_C``), compiled once
+    per machine into the cache's folder, or once per process into a temporary one when
+    the cache is off or its copy is not to be trusted with machine code (``_distrust``)."""
+    tag = hashlib.sha256(f"{source}{sys.implementation.cache_tag}{sys.platform}"
+                         .encode()).hexdigest()[:16]
+    path = cache_dir() / f"launch-{tag}.so"
+    if enabled() and path.exists() and _distrust(path) is None:
+        return path
+    if not enabled() or path.exists():
+        folder = Path(tempfile.mkdtemp(prefix="tracejit-launch-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        path = folder / path.name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    native.build_c(source, path)
+    return path
+
+
+native.launcher_library = launcher_library  # (native.py imports no disk cache)

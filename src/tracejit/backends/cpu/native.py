@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from time import perf_counter
 
@@ -175,7 +176,7 @@ def parallel(kernel, args: tuple) -> None:
 # the kernel runs (as ctypes does: the kernel reads the tuple the caller keeps alive and
 # touches no Python object's reference count). It names only functions of
 # CPython's stable ABI, so it needs no Python headers to compile.
-_LAUNCH_C = r"""
+LAUNCH_C = r"""
 extern void *PyLong_AsVoidPtr(void *);
 extern void *PyErr_Occurred(void);
 extern void Py_IncRef(void *);
@@ -206,14 +207,21 @@ class _MethodDef(ctypes.Structure):
 
 _by_launcher: dict = {}  # a kernel's trampoline-bound builtin -> its ctypes function
 
+# Where the trampoline's shared library is kept, built there on first use from the C source
+# it is given (``diskcache.launcher_library``, set when that module loads: the disk cache
+# decides where machine code is kept and trusted); None: kernels are called via ctypes.
+launcher_library: Callable[[str], Path] | None = None
+
 
 @functools.cache
 def _launch_method() -> _MethodDef | None:
     """The method definition every kernel's builtin shares (kept for the process's
     life), or None where the trampoline cannot be built or loaded (no C compiler): the
     kernels are then called through ctypes."""
+    if launcher_library is None:
+        return None
     try:
-        lib = ctypes.CDLL(str(_launcher_library()))
+        lib = ctypes.CDLL(str(launcher_library(LAUNCH_C)))
         address = ctypes.cast(lib.tracejit_launch, ctypes.c_void_p).value
     except (OSError, AttributeError):
         return None
@@ -223,31 +231,6 @@ def _launch_method() -> _MethodDef | None:
     method = _MethodDef(b"kernel", address, METH_O, None)
     method._lib = lib  # (CDLL never unloads; kept with what points into it regardless)
     return method
-
-
-def _launcher_library() -> Path:
-    """The trampoline's shared library: compiled once per machine into the disk cache's
-    folder, or once per process into a temporary one when the cache is off or its copy
-    is not to be trusted with machine code (as the disk cache's kernels: ``_distrust``)."""
-    from . import diskcache
-
-    tag = hashlib.sha256(f"{_LAUNCH_C}{sys.implementation.cache_tag}{sys.platform}"
-                         .encode()).hexdigest()[:16]
-    folder = diskcache.cache_dir()
-    path = folder / f"launch-{tag}.so"
-    if diskcache.enabled() and path.exists() and diskcache._distrust(path) is None:
-        return path
-    if not diskcache.enabled() or path.exists():
-        folder = Path(tempfile.mkdtemp(prefix="tracejit-launch-"))
-        atexit.register(shutil.rmtree, folder, ignore_errors=True)
-        path = folder / path.name
-    folder.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="tracejit-launch-", dir=folder) as tmp:
-        source, built = os.path.join(tmp, "launch.c"), os.path.join(tmp, "launch.so")
-        Path(source).write_text(_LAUNCH_C)
-        _run_cc(["-shared", "-fPIC", "-O2", "-o", built, source])
-        os.replace(built, path)  # atomic: another process may be building it too
-    return path
 
 
 def load(path: Path, symbols: list[str]) -> list:
@@ -308,6 +291,16 @@ def _runtime_object() -> str:
     Path(source).write_text(_RUNTIME_C)
     _run_cc(["-c", "-fPIC", "-O2", "-o", obj, source])
     return obj
+
+
+def build_c(source: str, path: Path) -> None:
+    """Compile C ``source`` into the shared library ``path``, built beside it and moved
+    into place at once (another process may be building it too)."""
+    with tempfile.TemporaryDirectory(prefix="tracejit-build-", dir=path.parent) as tmp:
+        c_file, built = os.path.join(tmp, "source.c"), os.path.join(tmp, "built.so")
+        Path(c_file).write_text(source)
+        _run_cc(["-shared", "-fPIC", "-O2", "-o", built, c_file])
+        os.replace(built, path)
 
 
 def _run_cc(args: list[str]) -> None:
