@@ -43,6 +43,7 @@ from .check import compile_checked, internal_error, resolve_mode
 from .config import compile_mode, config
 from .errors import (
     ConcretizationError,
+    ConfigError,
     InPlaceArgumentError,
     InvalidArgument,
     IRError,
@@ -999,8 +1000,8 @@ def _log_switch(entry: _Entry, waited_s: float) -> None:
 def _compile_mode(mode: str) -> str:
     try:
         return compile_mode(mode)
-    except ValueError as e:
-        raise InvalidArgument(str(e), hint="compile='sync' waits for the compiled kernels; "
+    except ConfigError as e:
+        raise InvalidArgument(e.message, hint="compile='sync' waits for the compiled kernels; "
                               "compile='background' runs NumPy meanwhile") from None
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import warnings
 
+from .errors import ConfigError, UnknownSetting
+
 COMPILE_MODES = ("sync", "background")
 
 
@@ -52,11 +54,13 @@ class Settings:
         >>> tj.config.compile = "later"
         Traceback (most recent call last):
             ...
-        ValueError: compile must be one of ('sync', 'background'), not 'later'
+        tracejit.errors.ConfigError: compile must be one of ('sync', 'background'), not 'later'
+        ...
         >>> tj.config.complie = "sync"
         Traceback (most recent call last):
             ...
-        AttributeError: tracejit.config has no setting 'complie'
+        tracejit.errors.UnknownSetting: tracejit.config has no setting 'complie'
+        ...
     """
 
     def __init__(self) -> None:
@@ -68,8 +72,14 @@ class Settings:
     def __setattr__(self, name: str, value) -> None:
         check = _CHECKS.get(name)
         if check is None:
-            raise AttributeError(f"tracejit.config has no setting {name!r}")
-        object.__setattr__(self, name, check(value))
+            raise UnknownSetting(f"tracejit.config has no setting {name!r}")
+        try:
+            checked = check(value)
+        except (TypeError, ValueError) as e:  # int(None), int("x"), ours
+            if isinstance(e, ConfigError):
+                raise
+            raise ConfigError(f"{name} cannot be {value!r} ({e})") from None
+        object.__setattr__(self, name, checked)
 
     def __repr__(self) -> str:
         return (f"tracejit.config(compile={self.compile!r}, min_kernel_size="
@@ -78,17 +88,17 @@ class Settings:
 
 
 def compile_mode(value) -> str:
-    """``value`` as a compile mode (ValueError if it is none)."""
+    """``value`` as a compile mode (ConfigError, a ValueError, if it is none)."""
     mode = str(value).strip().lower()
     if mode not in COMPILE_MODES:
-        raise ValueError(f"compile must be one of {COMPILE_MODES}, not {value!r}")
+        raise ConfigError(f"compile must be one of {COMPILE_MODES}, not {value!r}")
     return mode
 
 
 def _count(value) -> int:
     n = int(value)
     if n < 0:
-        raise ValueError(f"expected a count >= 0, not {value!r}")
+        raise ConfigError(f"expected a count >= 0, not {value!r}")
     return n
 
 
@@ -99,7 +109,7 @@ def _flag(value) -> bool:
             return True
         if text in ("0", "false", "no", "off"):
             return False
-        raise ValueError(f"expected a boolean (1/0, true/false), not {value!r}")
+        raise ConfigError(f"expected a boolean (1/0, true/false), not {value!r}")
     return bool(value)
 
 
@@ -127,8 +137,9 @@ def _read(variable: str, default, parse):
         return default
     try:
         return parse(text)
-    except ValueError as e:
-        warnings.warn(f"tracejit: ignoring {variable}={text!r} ({e}); using {default!r}",
+    except ValueError as e:  # int("x"), or ours (a ConfigError, whose first line says why)
+        why = e.message if isinstance(e, ConfigError) else e
+        warnings.warn(f"tracejit: ignoring {variable}={text!r} ({why}); using {default!r}",
                       RuntimeWarning, stacklevel=3)
         return default
 

@@ -201,6 +201,37 @@ class InvalidValue(TracejitError, ValueError):
     """
 
 
+class ConfigError(TracejitError, ValueError):
+    """A value that a ``tracejit.config`` setting cannot take (a ValueError).
+
+    Example:
+        >>> tj.config.compile = "later"
+        Traceback (most recent call last):
+            ...
+        tracejit.errors.ConfigError: compile must be one of ('sync', 'background'), not 'later'
+        ...
+    """
+
+    default_hint = "see help(tracejit.config) for each setting and the values it takes"
+
+
+class UnknownSetting(TracejitError, AttributeError):
+    """A ``tracejit.config`` setting that does not exist, e.g. a misspelt name.
+
+    An AttributeError, as Python's for a missing attribute.
+
+    Example:
+        >>> tj.config.complie = "sync"
+        Traceback (most recent call last):
+            ...
+        tracejit.errors.UnknownSetting: tracejit.config has no setting 'complie'
+        ...
+    """
+
+    default_hint = ("the settings are compile, min_kernel_size, compile_workers and "
+                    "roll_loops")
+
+
 class LinAlgError(TracejitError, np.linalg.LinAlgError):
     """What ``numpy.linalg`` raises, as its own ``LinAlgError`` subclass.
 

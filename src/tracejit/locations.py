@@ -5,6 +5,7 @@ from __future__ import annotations
 import linecache
 import os
 import sys
+import types
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,3 +42,17 @@ def user_location() -> SourceLocation | None:
             return SourceLocation(name, frame.f_lineno, frame.f_code.co_name)
         frame = frame.f_back
     return None
+
+
+def user_location_in(tb: types.TracebackType | None) -> tuple[types.FrameType | None,
+                                                              SourceLocation | None]:
+    """The innermost frame of the traceback ``tb`` that is the user's code (as
+    :func:`user_location` decides), with its location; (None, None) if there is none."""
+    found: tuple[types.FrameType | None, SourceLocation | None] = (None, None)
+    while tb is not None:
+        frame, name = tb.tb_frame, tb.tb_frame.f_code.co_filename
+        internal = name.startswith(_SKIP_DIRS) and name != _DEMO
+        if not internal and not name.startswith(("<__array_function__", "<frozen")):
+            found = frame, SourceLocation(name, tb.tb_lineno, frame.f_code.co_name)
+        tb = tb.tb_next
+    return found

@@ -65,7 +65,8 @@ gpu_requested = False
 
 
 def parse(spec: str | Device) -> Device:
-    """``"cpu"``, ``"cuda"`` (GPU 0), ``"cuda:N"`` or a :class:`Device`."""
+    """``"cpu"``, ``"cuda"`` (GPU 0), ``"cuda:N"`` or a :class:`Device`; ``"gpu"`` and
+    ``"gpu:N"`` are other spellings of ``"cuda"`` and ``"cuda:N"``."""
     if isinstance(spec, Device):
         return spec
     if isinstance(spec, str):
@@ -95,7 +96,8 @@ def device(spec: str | Device, *, strict: bool = False
     arrays from a GPU): nothing is copied back implicitly.
 
     Args:
-        spec: The device: ``"cpu"``, ``"cuda"`` (GPU 0), ``"cuda:N"`` or a :class:`Device`.
+        spec: The device: ``"cpu"``, ``"cuda"`` (GPU 0), ``"cuda:N"`` or a :class:`Device`
+            (``"gpu"``/``"gpu:N"`` mean the same as ``"cuda"``/``"cuda:N"``).
         strict: Compiling a function with an op the device cannot run raises
             PlacementError instead of running that op on the CPU with a
             PlacementWarning (Theano's ``assert_no_cpu_op``).
@@ -192,7 +194,8 @@ def to_device(x: Any, spec: str | Device) -> Any:
 
     Args:
         x: An array (NumPy, CuPy, or anything ``np.asarray`` takes).
-        spec: The device: ``"cpu"``, ``"cuda"`` (GPU 0), ``"cuda:N"`` or a :class:`Device`.
+        spec: The device: ``"cpu"``, ``"cuda"`` (GPU 0), ``"cuda:N"`` or a :class:`Device`
+            (``"gpu"``/``"gpu:N"`` mean the same as ``"cuda"``/``"cuda:N"``).
 
     Returns:
         The array on that device; ``x`` itself when it is already there.

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..errors import InvalidArgument
 from ..ir import Graph, TensorType
-from . import array_methods, creation, linalg, pytree, random  # noqa: F401  (registering)
+from . import array_methods, constant_writes, creation, linalg, pytree, random  # noqa: F401
 from .core import Trace, tracing
 from .tracer import Tracer
 from .updates import stores
@@ -34,7 +34,13 @@ def trace_function(fn, build_args, in_types: list[TensorType], in_names: list[st
         leaves = [t.new_input(ty, nm) for ty, nm in zip(in_types, in_names, strict=True)]
         args, kwargs = build_args(leaves)
         with random.unfrozen(fn, args, kwargs):  # no generator drawn from unseen
-            result = fn(*args, **kwargs)
+            try:
+                result = fn(*args, **kwargs)
+            except (ValueError, TypeError) as e:  # NumPy's, from `buf[0] = traced`?
+                typed = constant_writes.explain(e)
+                if typed is None:
+                    raise
+                raise typed from None
         out_leaves, out_tree = pytree.flatten(result)
         for leaf in out_leaves:
             if not isinstance(leaf, Tracer) and not _is_literal(leaf):
