@@ -14,7 +14,14 @@ element offset expression), so:
   the driver with a status its caller raises as ``IndexOutOfBounds`` (``Failure``);
 - ``update_slice``, a strided ``slice`` and ``concatenate`` copy elements at static
   offsets; ``argmax``/``argmin`` scan an axis (NumPy's: the first extremum, the first
-  NaN where there is one).
+  NaN where there is one);
+- ``correlate`` (``np.correlate``, ``np.convolve``) of float or integer operands is
+  NumPy's direct loop: each output the dot product of the window and the shorter
+  operand, its terms added in NumPy's order (ascending, from zero, the padding's zeros
+  skipped), the result reversed where NumPy swaps the operands. The loop runs tap by
+  tap over all the outputs, so that the inner loop is contiguous and vectorises while
+  each output still adds its terms in that order (NumPy's BLAS ``dot`` sums in blocks
+  from 16 terms on: an ``ORDER`` op, as the registry says).
 
 Each step is the body of a Numba function of the driver module; the text names no
 graph and holds no constant beyond shapes and offsets, so drivers stay cached by source.
@@ -27,11 +34,12 @@ from dataclasses import dataclass
 
 from ...ir import Node
 from ...ir.ops import slice_length
+from ...ir.signal_ops import padding
 from .ops import NUMBA
 
 ALIASES = frozenset({"reshape"})  # always an alias (a slice is when contiguous)
 COPIES = frozenset({"gather", "scatter", "update_slice", "slice", "concatenate",
-                    "argmax", "argmin"})
+                    "argmax", "argmin", "correlate"})
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,8 @@ def supported(node: Node) -> bool:
         return all(t.dtype == node.out.type.dtype for t in types_)
     if node.op in ("argmax", "argmin"):
         return types_[0].dtype.kind in "biuf"
+    if node.op == "correlate":  # (a complex one conjugates; a bool one is a logical or)
+        return types_[0].dtype.kind in "iuf"
     if node.op in ("gather", "scatter"):
         idx = node.inputs[1:] if node.op == "gather" else node.inputs[2:]
         batch = _batch(idx)
@@ -240,6 +250,24 @@ def _arg_extremum(plan, mod, node: Node):
             f"            d[o * {inner} + r] = at_"], False
 
 
+def _correlate(plan, mod, node: Node):
+    a, v = node.inputs
+    n1, n2 = a.type.shape[0], v.type.shape[0]
+    long, short = (a, v) if n1 >= n2 else (v, a)  # NumPy's swap (and reversal after)
+    n, m = max(n1, n2), min(n1, n2)
+    left, _ = padding(node.attrs["mode"], m)
+    size = node.out.type.size
+    put = "i" if n1 >= n2 else f"{size - 1} - i"
+    return [_ptr(plan, mod, long, "s"), _ptr(plan, mod, short, "k"),
+            _ptr(plan, mod, node.out, "d"),
+            f"    for i in range({size}):",
+            "        d[i] = 0",
+            f"    for j in range({m}):",
+            "        w = k[j]",
+            f"        for i in range(max(0, {left} - j), min({size}, {n + left} - j)):",
+            f"            d[{put}] += s[i + j - {left}] * w"], False
+
+
 _EMIT = {"gather": _gather, "scatter": _scatter, "update_slice": _update_slice,
          "slice": _slice, "concatenate": _concatenate, "argmax": _arg_extremum,
-         "argmin": _arg_extremum}
+         "argmin": _arg_extremum, "correlate": _correlate}

@@ -1,0 +1,135 @@
+"""Correlations run by the fused driver (backends/cpu/fused_steps.py, ``correlate``).
+
+A run of small steps holding ``np.correlate`` or ``np.convolve`` calls (a multi-channel
+1-d convolution layer, a filter bank) is one fused driver call in the later runner, the
+correlations computed by the driver's own direct loop. These check that loop against
+NumPy in every mode, with the operands swapped (NumPy correlates the longer with the
+shorter and reverses), for float and integer operands, in both tiers, and that the run
+is wrapped at all.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.backends import cpu
+from tracejit.backends.cpu import fused_steps
+from tracejit.backends.cpu.loops_straight import wrap_runs
+
+
+def bank(x, w, mode, convolve=False, swap=False):
+    """Each row of ``w`` correlated with each row of ``x``, summed per output row."""
+    op = np.convolve if convolve else np.correlate
+    rows = []
+    for o in range(w.shape[0]):
+        acc = None
+        for c in range(x.shape[0]):
+            r = op(w[o, c], x[c], mode) if swap else op(x[c], w[o, c], mode)
+            acc = r if acc is None else acc + r
+        rows.append(acc * 2)
+    return np.stack(rows)
+
+
+def _args(dtype, n=13, m=4):
+    rng = np.random.default_rng(n * 31 + m)
+    if np.dtype(dtype).kind == "b":
+        return rng.random((2, n)) > 0.5, rng.random((2, 2, m)) > 0.5
+    if np.dtype(dtype).kind in "iu":
+        return (rng.integers(-9, 9, (2, n)).astype(dtype),
+                rng.integers(-9, 9, (2, 2, m)).astype(dtype))
+    return rng.standard_normal((2, n)).astype(dtype), rng.standard_normal((2, 2, m)).astype(dtype)
+
+
+def _scans(graph) -> list:
+    return [n for n in graph.nodes if n.op == "scan" and n.attrs["loop"].body.name == "straight"]
+
+
+def _tiers(fn, *args):
+    graph = tj.jit(fn, backend="cpu").lower(*args).optimized_graph
+    assert _scans(wrap_runs(graph)), "the run of correlations was not wrapped"
+    first = cpu._runner(graph, False, None)
+    later = cpu._runner(graph, False, None, later=True)
+    return first, later
+
+
+def _check(got, want, dtype):
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if np.dtype(dtype).kind == "f":
+        np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-13,
+                                   atol=1e-6 if dtype == np.float32 else 1e-14)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("mode", ["valid", "same", "full"])
+@pytest.mark.parametrize("swap", [False, True])
+@pytest.mark.parametrize("convolve", [False, True])
+def test_both_tiers_compute_numpys_correlations(mode, swap, convolve):
+    def fn(x, w):
+        return bank(x, w, mode, convolve, swap)
+
+    x, w = _args(np.float64)
+    want = fn(x, w)
+    for runner in _tiers(fn, x, w):
+        for _ in range(2):  # the second call reuses the driver's scratch arrays
+            (got,) = runner.fn(x, w)
+            _check(got, want, np.float64)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int8, np.int64, np.uint16])
+@pytest.mark.parametrize("mode", ["valid", "full"])
+def test_other_dtypes(dtype, mode):
+    def fn(x, w):
+        return bank(x, w, mode)
+
+    x, w = _args(dtype)
+    want = fn(x, w)
+    for runner in _tiers(fn, x, w):
+        (got,) = runner.fn(x, w)
+        _check(got, want, dtype)
+
+
+def test_integer_sums_wrap_as_numpys():
+    x = np.full((2, 9), 100, np.int8)
+    w = np.full((2, 2, 3), 90, np.int8)
+
+    def fn(x, w):
+        return bank(x, w, "full")
+
+    (got,) = _tiers(fn, x, w)[1].fn(x, w)
+    np.testing.assert_array_equal(got, fn(x, w))
+
+
+@pytest.mark.parametrize("m", [1, 13, 16, 40])
+def test_kernel_lengths(m):
+    """One tap, equal lengths (no swap), and kernels long enough for BLAS's blocked dot
+    (NumPy's order differs there: within a few ULP)."""
+    def fn(x, w):
+        return bank(x, w, "same")
+
+    x, w = _args(np.float64, n=max(m, 13), m=m)
+    want = fn(x, w)
+    (got,) = _tiers(fn, x, w)[1].fn(x, w)
+    _check(got, want, np.float64)
+
+
+def test_jit_after_the_later_runner_matches_numpy():
+    def fn(x, w):
+        return bank(x, w, "valid", convolve=True)
+
+    x, w = _args(np.float64, n=64, m=5)
+    f = tj.jit(fn, backend="cpu")
+    _check(f(x, w), fn(x, w), np.float64)
+    assert f.wait_compiled(timeout=300)
+    _check(f(x, w), fn(x, w), np.float64)
+    _check(f(x[:, ::-1], w), fn(x[:, ::-1], w), np.float64)  # a strided argument
+
+
+def test_bool_correlations_stay_numpy_calls():
+    """A bool correlation is a logical or of ands: not the driver's loop."""
+    f = tj.jit(lambda a, v: np.correlate(a, v, "full"), backend="cpu")
+    node = next(n for n in f.lower(np.ones(5, bool), np.ones(3, bool))
+                .optimized_graph.nodes if n.op == "correlate")
+    assert not fused_steps.supported(node)
