@@ -5,7 +5,8 @@ A run of small steps holding ``np.correlate`` or ``np.convolve`` calls (a multi-
 correlations computed by the driver's own direct loop. These check that loop against
 NumPy in every mode, with the operands swapped (NumPy correlates the longer with the
 shorter and reverses), for float and integer operands, in both tiers, and that the run
-is wrapped at all.
+is wrapped at all. A lone correlation small enough that NumPy's call costs more than its
+loop is a compiled kernel of its own in the later runner (``codegen._correlate_kernel``).
 """
 
 from __future__ import annotations
@@ -133,3 +134,33 @@ def test_bool_correlations_stay_numpy_calls():
     node = next(n for n in f.lower(np.ones(5, bool), np.ones(3, bool))
                 .optimized_graph.nodes if n.op == "correlate")
     assert not fused_steps.supported(node)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int16])
+@pytest.mark.parametrize("lengths", [(30, 7), (7, 30), (16, 16), (1, 5), (5, 1), (40, 17)])
+@pytest.mark.parametrize("mode", ["valid", "same", "full"])
+def test_a_lone_correlation_is_a_kernel_of_the_later_runner(mode, lengths, dtype):
+    """One correlation (NumPy's call costs more than its loop) is a compiled kernel in
+    the later runner; the first runner calls NumPy. Both give NumPy's answer."""
+    rng = np.random.default_rng(sum(lengths))
+    a, v = (rng.integers(-50, 50, n).astype(dtype) for n in lengths)
+
+    def fn(a, v):
+        return np.correlate(a, v, mode)
+
+    graph = tj.jit(fn, backend="cpu").lower(a, v).optimized_graph
+    later = cpu._runner(graph, False, None, later=True)
+    assert "kernel0" in later.namespace
+    first = cpu._runner(graph, False, None)
+    for runner in (first, later):
+        (got,) = runner.fn(a, v)
+        _check(got, fn(a, v), dtype)
+        (got,) = runner.fn(a[::-1], v)  # not C-contiguous: the runner copies it
+        _check(got, fn(a[::-1], v), dtype)
+
+
+def test_a_large_correlation_stays_numpys():
+    a, v = np.ones(1 << 17), np.ones(3)
+    graph = tj.jit(lambda a, v: np.correlate(a, v, "same"), backend="cpu").lower(a, v)
+    later = cpu._runner(graph.optimized_graph, False, None, later=True)
+    assert "kernel0" not in later.namespace

@@ -29,7 +29,8 @@ from ...ir.registry import REGISTRY, Exactness, loop_dtypes
 from ...passes.contract import SMALL_K, split_skinny_matmuls
 from ...passes.fusion import Kernel, fuse
 from ...profiler import StepInfo
-from .emitter import LoopEmitter, Module
+from . import fused_steps
+from .emitter import _IMPORTS, PARALLEL_MIN_SIZE, LoopEmitter, Module
 from .ops import NUMBA
 
 LOOP_OPS = frozenset({"scan", "while_loop"})  # ops with a body graph (ir/loop_ops.py)
@@ -144,7 +145,7 @@ def improves_later(graph: Graph) -> bool:
         return False
     compiled = [{n for k in partition(graph, later)[1] if k.kind == "loop" for n in k.nodes}
                 for later in (False, True)]
-    return bool(compiled[1] - compiled[0])
+    return bool(compiled[1] - compiled[0]) or any(_correlate_kernel(n, True) for n in graph.nodes)
 
 
 def _exact(node: Node) -> bool:
@@ -181,6 +182,8 @@ def generate(graph: Graph, profile: bool = False, later: bool = False,
         start = len(body)
         if kern.kind == "loop":
             LoopEmitter(mod, k, kern, where).emit(body)
+        elif _correlate_kernel(kern.nodes[0], later or in_loop):
+            _emit_correlate(mod, k, kern.nodes[0], body, where)
         else:
             _emit_library(mod, k, kern.nodes[0], body, where, kern.nodes[0].out in loop_inputs,
                           kern.nodes[0] in in_place, loop_step)
@@ -335,6 +338,35 @@ def _inline_call(mod: Module, k: int, node: Node, in_place: bool, body: list[str
         body.append(f"step = {k}; {out}[key{k}] = {mod.name(node.inputs[1])}")
         return out
     return None
+
+
+def _correlate_kernel(node: Node, later: bool) -> bool:
+    """Whether correlation ``node`` runs as a compiled kernel of its own (the fused
+    driver's loop, ``fused_steps.correlate_loops``) rather than ``np.correlate``: in the
+    later runner (or where every kernel compiles), a float or integer one whose result
+    is under the size where kernels share the work among threads. There NumPy's call
+    (a microsecond, then a dot call per output) costs more than the whole loop, which
+    vectorises over the outputs; a larger one is NumPy's, single-threaded either way."""
+    return (node.op == "correlate" and (later or config.min_kernel_size == 0)
+            and fused_steps.supported(node) and node.out.type.size < PARALLEL_MIN_SIZE)
+
+
+def _emit_correlate(mod: Module, k: int, node: Node, body: list[str], where: str) -> None:
+    """Correlation ``node`` as kernel ``k``: its operands (C-contiguous, the longer
+    first) and its fresh result in the argument tuple."""
+    T = NUMBA.dtype_name(node.out.type.dtype)
+    src = [*_IMPORTS, "from tracejit.backends.cpu.loop_abi import at", "", "",
+           "@cfunc(types.void(types.int64), error_model='numpy')", "def kernel(args):",
+           f"    s = at(args, 0, {T}, 0)", f"    k = at(args, 1, {T}, 0)",
+           f"    d = at(args, 2, {T}, 0)", *fused_steps.correlate_loops(node)]
+    mod.kernels.append("\n".join(src) + "\n")
+    mod.kernel_names.append(f"kernel{k}")
+    mod.notes.append(f"# kernel{k} ({where}), compiled as `kernel` from:")
+    out = mod.name(node.out)
+    ops = ", ".join(f"np.ascontiguousarray({mod.name(v)}, {T})"
+                    for v in fused_steps.correlate_operands(node))
+    body.append(f"step = {k}; {out} = np.empty({node.out.type.shape}, {T})")
+    body.append(f"step = {k}; args = ({ops}, {out}); kernel{k}(id(args))  # correlate, {where}")
 
 
 def _nbytes(v: Value) -> int:
