@@ -43,6 +43,12 @@ def _args(dtype, n=13, m=4):
     return rng.standard_normal((2, n)).astype(dtype), rng.standard_normal((2, 2, m)).astype(dtype)
 
 
+@pytest.fixture
+def default_threshold(monkeypatch):
+    """The default kernel-size threshold (the tests compile every kernel otherwise)."""
+    monkeypatch.setattr(tj.config, "min_kernel_size", 4096)
+
+
 def _scans(graph) -> list:
     return [n for n in graph.nodes if n.op == "scan" and n.attrs["loop"].body.name == "straight"]
 
@@ -139,7 +145,8 @@ def test_bool_correlations_stay_numpy_calls():
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int16])
 @pytest.mark.parametrize("lengths", [(30, 7), (7, 30), (16, 16), (1, 5), (5, 1), (40, 17)])
 @pytest.mark.parametrize("mode", ["valid", "same", "full"])
-def test_a_lone_correlation_is_a_kernel_of_the_later_runner(mode, lengths, dtype):
+def test_a_lone_correlation_is_a_kernel_of_the_later_runner(mode, lengths, dtype,
+                                                            default_threshold):
     """One correlation (NumPy's call costs more than its loop) is a compiled kernel in
     the later runner; the first runner calls NumPy. Both give NumPy's answer."""
     rng = np.random.default_rng(sum(lengths))
@@ -152,6 +159,7 @@ def test_a_lone_correlation_is_a_kernel_of_the_later_runner(mode, lengths, dtype
     later = cpu._runner(graph, False, None, later=True)
     assert "kernel0" in later.namespace
     first = cpu._runner(graph, False, None)
+    assert "kernel0" not in first.namespace
     for runner in (first, later):
         (got,) = runner.fn(a, v)
         _check(got, fn(a, v), dtype)
@@ -159,8 +167,42 @@ def test_a_lone_correlation_is_a_kernel_of_the_later_runner(mode, lengths, dtype
         _check(got, fn(a[::-1], v), dtype)
 
 
-def test_a_large_correlation_stays_numpys():
+def test_a_large_correlation_stays_numpys(default_threshold):
     a, v = np.ones(1 << 17), np.ones(3)
     graph = tj.jit(lambda a, v: np.correlate(a, v, "same"), backend="cpu").lower(a, v)
     later = cpu._runner(graph.optimized_graph, False, None, later=True)
     assert "kernel0" not in later.namespace
+
+
+def _pool(x):
+    h, w = x.shape
+    return x.reshape(h // 2, 2, w // 2, 2).max(axis=(1, 3)), x.reshape(h // 2, 2, w // 2, 2).min(
+        axis=(3, 1))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int32])
+@pytest.mark.parametrize("n", [2, 6, 24])
+def test_a_pooling_is_a_kernel_of_the_later_runner(dtype, n, default_threshold):
+    """A max or min over axes that are not one run (NumPy's iterator walks pairs) is a
+    compiled kernel of the later runner, exact: NaN and signed zeros as NumPy's."""
+    x = np.random.default_rng(n).standard_normal((n, n)).astype(dtype) * 4
+    if x.dtype.kind == "f":
+        x[0, 0], x[1, -1], x[-1, -1] = np.nan, -0.0, 0.0
+    graph = tj.jit(_pool, backend="cpu").lower(x).optimized_graph
+    later = cpu._runner(graph, False, None, later=True)
+    first = cpu._runner(graph, False, None)
+    assert any(name.startswith("kernel") for name in later.namespace)
+    assert not any(name.startswith("kernel") for name in first.namespace)
+    for runner in (first, later):
+        for got, want in zip(runner.fn(x), _pool(x), strict=True):
+            assert got.dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_array_equal(got, want)
+            assert (np.signbit(got) == np.signbit(want)).all()
+
+
+@pytest.mark.parametrize("axis", [-1, (0, 1), None, 0])
+def test_a_reduction_over_one_run_of_axes_stays_numpys(axis, default_threshold):
+    x = np.ones((8, 8))
+    graph = tj.jit(lambda x: x.max(axis=axis), backend="cpu").lower(x).optimized_graph
+    later = cpu._runner(graph, False, None, later=True)
+    assert not any(name.startswith("kernel") for name in later.namespace)
