@@ -25,6 +25,7 @@ import numpy as np
 from ...config import config
 from ...ir import Graph, Node, Value
 from ...ir.ops import slice_key
+from ...ir.random_ops import Owned, generator_of
 from ...ir.registry import REGISTRY, Exactness, loop_dtypes
 from ...passes.contract import SMALL_K, split_skinny_matmuls
 from ...passes.fusion import Kernel, fuse
@@ -312,6 +313,8 @@ def _inline_call(mod: Module, k: int, node: Node, in_place: bool, body: list[str
     None. Only where the operand is an ndarray for sure (of one dimension or more: a 0-d
     value may be a Python scalar); an update stores on a line of its own in ``body`` (in a
     copy unless ``in_place``) and the expression is its result."""
+    if node.op == "random":
+        return _draw_call(mod, k, node)
     x = node.inputs[0] if node.inputs else None
     if x is None:
         return None
@@ -357,10 +360,11 @@ def _inline_call(mod: Module, k: int, node: Node, in_place: bool, body: list[str
 def _correlate_kernel(node: Node, later: bool) -> bool:
     """Whether correlation ``node`` runs as a compiled kernel of its own (the fused
     driver's loop, ``fused_steps.correlate_loops``) rather than ``np.correlate``: in the
-    later runner (or where every kernel compiles), a float or integer one whose result
-    is under the size where kernels share the work among threads. There NumPy's call
-    (a microsecond, then a dot call per output) costs more than the whole loop, which
-    vectorises over the outputs; a larger one is NumPy's, single-threaded either way."""
+    later runner (or where every kernel compiles), one the loop computes bit for bit as
+    NumPy does (``fused_steps._exact_correlate``) whose result is under the size where
+    kernels share the work among threads. There NumPy's call (a microsecond) costs more
+    than the whole loop, which vectorises over the outputs; a larger one is NumPy's,
+    single-threaded either way."""
     return (node.op == "correlate" and (later or config.min_kernel_size == 0)
             and fused_steps.supported(node) and node.out.type.size < PARALLEL_MIN_SIZE)
 
@@ -381,6 +385,24 @@ def _emit_correlate(mod: Module, k: int, node: Node, body: list[str], where: str
                     for v in fused_steps.correlate_operands(node))
     body.append(f"step = {k}; {out} = np.empty({node.out.type.shape}, {T})")
     body.append(f"step = {k}; args = ({ops}, {out}); kernel{k}(id(args))  # correlate, {where}")
+
+
+def _draw_call(mod: Module, k: int, node: Node) -> str | None:
+    """A draw of constant arguments from NumPy's global RandomState or a generator the
+    function owns (not one it restarts from its seed on every call) as the generator's
+    bound method called directly: the registry's ``_draw`` finds the generator and the
+    arguments anew on every call (a microsecond or two beside a draw of a few hundred
+    numbers). Only an array result (a method called without a size returns a scalar)."""
+    attrs = node.attrs
+    source = attrs["source"]
+    if node.inputs or node.out.type.ndim == 0 or not (source == "global"
+                                                      or isinstance(source, Owned)):
+        return None
+    gen, _ = generator_of(source, ())
+    mod.namespace[f"draw{k}"] = getattr(gen, attrs["method"])
+    mod.namespace[f"params{k}"] = tuple(attrs["args"])
+    mod.namespace[f"attrs{k}"] = dict(attrs["kwargs"])
+    return f"draw{k}(*params{k}, **attrs{k})"
 
 
 def _nbytes(v: Value) -> int:

@@ -15,12 +15,11 @@ element offset expression), so:
 - ``update_slice``, a strided ``slice`` and ``concatenate`` copy elements at static
   offsets; ``argmax``/``argmin`` scan an axis (NumPy's: the first extremum, the first
   NaN where there is one);
-- ``correlate`` (``np.correlate``, ``np.convolve``) of float or integer operands is
-  NumPy's direct loop: each output the dot product of the window and the shorter
-  operand, its terms added in NumPy's order (ascending, from zero, the padding's zeros
-  skipped), the result reversed where NumPy swaps the operands; the loop over the
-  outputs is the inner one, so that it vectorises (NumPy's BLAS ``dot`` sums in blocks
-  from 16 terms on: an ``ORDER`` op, as the registry says).
+- ``correlate`` (``np.correlate``, ``np.convolve``) is NumPy's direct loop where that
+  gives NumPy's bits (``_exact_correlate``: integers; floats in ``valid`` mode with a
+  kernel of up to 11 taps, where NumPy sums each output itself, from zero, in ascending
+  order), the result reversed where NumPy swaps the operands; the loop over the
+  outputs is the inner one, so that it vectorises.
 
 Each step is the body of a Numba function of the driver module; the text names no
 graph and holds no constant beyond shapes and offsets, so drivers stay cached by source.
@@ -59,13 +58,33 @@ def supported(node: Node) -> bool:
         return all(t.dtype == node.out.type.dtype for t in types_)
     if node.op in ("argmax", "argmin"):
         return types_[0].dtype.kind in "biuf"
-    if node.op == "correlate":  # (a complex one conjugates; a bool one is a logical or)
-        return types_[0].dtype.kind in "iuf"
+    if node.op == "correlate":
+        return _exact_correlate(node)
     if node.op in ("gather", "scatter"):
         idx = node.inputs[1:] if node.op == "gather" else node.inputs[2:]
         batch = _batch(idx)
         return batch is not None and all(t.dtype.kind in "iu" for t in (v.type for v in idx))
     return True
+
+
+# NumPy's own loop (``small_correlate``) sums the outputs of a float correlation whose
+# window lies in the operand for kernels of at most this many taps; it calls the dot
+# product (BLAS, FMAs and blocks of its own) for the others and for the outputs in the
+# padding.
+SMALL_CORRELATE = 11
+
+
+def _exact_correlate(node: Node) -> bool:
+    """Whether this module's loop gives NumPy's bits for correlation ``node``: integers
+    (wrapping sums, the same in any order), or floats where NumPy's own loop runs every
+    output (``valid`` mode or a single tap, a kernel of ``SMALL_CORRELATE`` taps at
+    most). A complex one conjugates and a bool one is a logical or: NumPy's."""
+    dtype = node.out.type.dtype
+    if dtype.kind in "iu":
+        return True
+    m = min(v.type.shape[0] for v in node.inputs)
+    return (dtype.kind == "f" and padding(node.attrs["mode"], m) == (0, 0)
+            and m <= SMALL_CORRELATE)
 
 
 def _batch(idx) -> int | None:
