@@ -315,6 +315,8 @@ def _inline_call(mod: Module, k: int, node: Node, in_place: bool, body: list[str
     copy unless ``in_place``) and the expression is its result."""
     if node.op == "random":
         return _draw_call(mod, k, node)
+    if node.op == "loop_output":  # (the registry's implementation, less its keywords)
+        return f"{mod.name(node.inputs[0])}[{node.attrs['index']!r}]"
     x = node.inputs[0] if node.inputs else None
     if x is None:
         return None
