@@ -25,11 +25,13 @@ import numpy as np
 from ...config import config
 from ...ir import Graph, Node, Value
 from ...ir.ops import slice_key
+from ...ir.random_ops import Owned, generator_of
 from ...ir.registry import REGISTRY, Exactness, loop_dtypes
 from ...passes.contract import SMALL_K, split_skinny_matmuls
 from ...passes.fusion import Kernel, fuse
 from ...profiler import StepInfo
-from .emitter import LoopEmitter, Module
+from . import fused_steps
+from .emitter import _IMPORTS, PARALLEL_MIN_SIZE, LoopEmitter, Module
 from .ops import NUMBA
 
 LOOP_OPS = frozenset({"scan", "while_loop"})  # ops with a body graph (ir/loop_ops.py)
@@ -124,9 +126,12 @@ def worth_compiling(kern: Kernel, later: bool = False) -> bool:
     lone exactly rounded elementwise op (an ``add``: NumPy's loop is as fast), nor a kernel
     over fewer than ``config.min_kernel_size`` elements (NumPy takes about a microsecond
     per op there), unless ``later``: once the function runs, such a kernel is compiled
-    after all where it computes NumPy's bits exactly (several exactly rounded ops, no
-    reduction), saving a microsecond per op on every later call without making anyone
-    wait. ``min_kernel_size = 0`` compiles every kernel."""
+    after all where it computes NumPy's bits exactly (several exactly rounded ops, or
+    one exact reduction over axes that are not one run: a ``max`` over axes (1, 3), a
+    2x2 pooling, is NumPy's iterator over pairs, ten times the loop's time; no float
+    sum), saving a microsecond per op on
+    every later call without making anyone wait. ``min_kernel_size = 0`` compiles every
+    kernel."""
     if config.min_kernel_size == 0:
         return True
     (first, *rest) = kern.nodes
@@ -134,7 +139,18 @@ def worth_compiling(kern: Kernel, later: bool = False) -> bool:
         return False
     if math.prod(kern.shape) >= config.min_kernel_size:
         return True
-    return later and bool(rest) and all(_exact(n) for n in kern.nodes)
+    return later and (bool(rest) or _pooling(first)) and all(_exact(n) for n in kern.nodes)
+
+
+def _pooling(node: Node) -> bool:
+    """Whether ``node`` is a reduction over axes that are not one run (``axis=(1, 3)``:
+    a pooling), which NumPy's iterator does a pair of elements at a time."""
+    axes = node.attrs.get("axis") if REGISTRY[node.op].monoid is not None else None
+    if not isinstance(axes, tuple | list):
+        return False
+    ndim = node.inputs[0].type.ndim
+    axes = sorted(a % ndim for a in axes)
+    return bool(axes) and axes != list(range(axes[0], axes[-1] + 1))
 
 
 def improves_later(graph: Graph) -> bool:
@@ -144,7 +160,7 @@ def improves_later(graph: Graph) -> bool:
         return False
     compiled = [{n for k in partition(graph, later)[1] if k.kind == "loop" for n in k.nodes}
                 for later in (False, True)]
-    return bool(compiled[1] - compiled[0])
+    return bool(compiled[1] - compiled[0]) or any(_correlate_kernel(n, True) for n in graph.nodes)
 
 
 def _exact(node: Node) -> bool:
@@ -181,6 +197,8 @@ def generate(graph: Graph, profile: bool = False, later: bool = False,
         start = len(body)
         if kern.kind == "loop":
             LoopEmitter(mod, k, kern, where).emit(body)
+        elif _correlate_kernel(kern.nodes[0], later or in_loop):
+            _emit_correlate(mod, k, kern.nodes[0], body, where)
         else:
             _emit_library(mod, k, kern.nodes[0], body, where, kern.nodes[0].out in loop_inputs,
                           kern.nodes[0] in in_place, loop_step)
@@ -295,6 +313,10 @@ def _inline_call(mod: Module, k: int, node: Node, in_place: bool, body: list[str
     None. Only where the operand is an ndarray for sure (of one dimension or more: a 0-d
     value may be a Python scalar); an update stores on a line of its own in ``body`` (in a
     copy unless ``in_place``) and the expression is its result."""
+    if node.op == "random":
+        return _draw_call(mod, k, node)
+    if node.op == "loop_output":  # (the registry's implementation, less its keywords)
+        return f"{mod.name(node.inputs[0])}[{node.attrs['index']!r}]"
     x = node.inputs[0] if node.inputs else None
     if x is None:
         return None
@@ -335,6 +357,54 @@ def _inline_call(mod: Module, k: int, node: Node, in_place: bool, body: list[str
         body.append(f"step = {k}; {out}[key{k}] = {mod.name(node.inputs[1])}")
         return out
     return None
+
+
+def _correlate_kernel(node: Node, later: bool) -> bool:
+    """Whether correlation ``node`` runs as a compiled kernel of its own (the fused
+    driver's loop, ``fused_steps.correlate_loops``) rather than ``np.correlate``: in the
+    later runner (or where every kernel compiles), one the loop computes bit for bit as
+    NumPy does (``fused_steps._exact_correlate``) whose result is under the size where
+    kernels share the work among threads. There NumPy's call (a microsecond) costs more
+    than the whole loop, which vectorises over the outputs; a larger one is NumPy's,
+    single-threaded either way."""
+    return (node.op == "correlate" and (later or config.min_kernel_size == 0)
+            and fused_steps.supported(node) and node.out.type.size < PARALLEL_MIN_SIZE)
+
+
+def _emit_correlate(mod: Module, k: int, node: Node, body: list[str], where: str) -> None:
+    """Correlation ``node`` as kernel ``k``: its operands (C-contiguous, the longer
+    first) and its fresh result in the argument tuple."""
+    T = NUMBA.dtype_name(node.out.type.dtype)
+    src = [*_IMPORTS, "from tracejit.backends.cpu.loop_abi import at", "", "",
+           "@cfunc(types.void(types.int64), error_model='numpy')", "def kernel(args):",
+           f"    s = at(args, 0, {T}, 0)", f"    k = at(args, 1, {T}, 0)",
+           f"    d = at(args, 2, {T}, 0)", *fused_steps.correlate_loops(node)]
+    mod.kernels.append("\n".join(src) + "\n")
+    mod.kernel_names.append(f"kernel{k}")
+    mod.notes.append(f"# kernel{k} ({where}), compiled as `kernel` from:")
+    out = mod.name(node.out)
+    ops = ", ".join(f"np.ascontiguousarray({mod.name(v)}, {T})"
+                    for v in fused_steps.correlate_operands(node))
+    body.append(f"step = {k}; {out} = np.empty({node.out.type.shape}, {T})")
+    body.append(f"step = {k}; args = ({ops}, {out}); kernel{k}(id(args))  # correlate, {where}")
+
+
+def _draw_call(mod: Module, k: int, node: Node) -> str | None:
+    """A draw of constant arguments from NumPy's global RandomState or a generator the
+    function owns (not one it restarts from its seed on every call) as the generator's
+    bound method called directly: the registry's ``_draw`` finds the generator and the
+    arguments anew on every call (a microsecond or two beside a draw of a few hundred
+    numbers). Only an array result (a method called without a size returns a scalar)."""
+    attrs = node.attrs
+    source = attrs["source"]
+    if node.inputs or node.out.type.ndim == 0 or not (source == "global"
+                                                      or isinstance(source, Owned)):
+        return None
+    gen, _ = generator_of(source, ())
+    mod.namespace[f"draw{k}"] = getattr(gen, attrs["method"])
+    mod.namespace[f"params{k}"] = tuple(attrs["args"])
+    mod.namespace[f"attrs{k}"] = dict(attrs["kwargs"])
+    return f"draw{k}(*params{k}, **attrs{k})"
 
 
 def _nbytes(v: Value) -> int:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import ast
 import ctypes
 import functools
+import itertools
 import math
 import re
 import weakref
@@ -451,6 +452,10 @@ def _runner(plan: _Plan, kernel):
     gemms = {dtype: np.array([address], np.int64)
              for dtype, address in (_gemm_address() or {}).items()}
     pool = []  # sets of the plan's own arrays no call is using (one per concurrent call)
+    # (mapped, not zipped in comprehensions: a straight run's driver is called once per
+    # call of the function, where a comprehension's frame is a tenth of a microsecond)
+    y_shapes, y_dtypes = [shape for shape, _ in ys], [dtype for _, dtype in ys]
+    c_order = itertools.repeat("C")
 
     def fresh() -> tuple:
         return tuple(plan.fixed[i] if kind == "fixed" else gemms[i] if kind == "blas" else
@@ -464,15 +469,14 @@ def _runner(plan: _Plan, kernel):
         except IndexError:
             mine = fresh()
         bufs = []
-        for (shape, dtype, _), init in zip(carries, args[nc:nc + n_carry], strict=True):
+        for (shape, dtype, _), init in zip(carries, args[nc:nc + n_carry], strict=True) \
+                if carries else ():
             buf = np.empty(shape, dtype)
             buf[0] = init
             bufs.append(buf)
-        made = [np.empty(shape, dtype) for shape, dtype in ys]
-        arrays = (*[np.asarray(a, t, order="C") for a, t in zip(args, consts, strict=False)],
-                  *bufs, *[np.asarray(a, t, order="C")
-                           for a, t in zip(args[nc + n_carry:], xs, strict=True)],
-                  *made, *mine)
+        made = list(map(np.empty, y_shapes, y_dtypes))
+        arrays = (*map(np.asarray, args[:nc], consts, c_order), *bufs,
+                  *map(np.asarray, args[nc + n_carry:], xs, c_order), *made, *mine)
         kernel(id(arrays))  # (the tuple held while the driver reads it)
         if status is not None and mine[status][0]:
             which, index = int(mine[status][0]), int(mine[status][1])
@@ -481,6 +485,8 @@ def _runner(plan: _Plan, kernel):
             raise _failed(plan.failures[which - 1], index)
         half = (loop.length if scan else int(mine[steps][0])) & 1
         pool.append(mine)
+        if not bufs:
+            return tuple(made)
         return (*[buf[0 if single else half, ...] for buf, (_, _, single)
                   in zip(bufs, carries, strict=True)], *made)
 

@@ -14,7 +14,12 @@ element offset expression), so:
   the driver with a status its caller raises as ``IndexOutOfBounds`` (``Failure``);
 - ``update_slice``, a strided ``slice`` and ``concatenate`` copy elements at static
   offsets; ``argmax``/``argmin`` scan an axis (NumPy's: the first extremum, the first
-  NaN where there is one).
+  NaN where there is one);
+- ``correlate`` (``np.correlate``, ``np.convolve``) is NumPy's direct loop where that
+  gives NumPy's bits (``_exact_correlate``: integers; floats in ``valid`` mode with a
+  kernel of up to 11 taps, where NumPy sums each output itself, from zero, in ascending
+  order), the result reversed where NumPy swaps the operands; the loop over the
+  outputs is the inner one, so that it vectorises.
 
 Each step is the body of a Numba function of the driver module; the text names no
 graph and holds no constant beyond shapes and offsets, so drivers stay cached by source.
@@ -27,11 +32,12 @@ from dataclasses import dataclass
 
 from ...ir import Node
 from ...ir.ops import slice_length
+from ...ir.signal_ops import padding
 from .ops import NUMBA
 
 ALIASES = frozenset({"reshape"})  # always an alias (a slice is when contiguous)
 COPIES = frozenset({"gather", "scatter", "update_slice", "slice", "concatenate",
-                    "argmax", "argmin"})
+                    "argmax", "argmin", "correlate"})
 
 
 @dataclass(frozen=True)
@@ -52,11 +58,33 @@ def supported(node: Node) -> bool:
         return all(t.dtype == node.out.type.dtype for t in types_)
     if node.op in ("argmax", "argmin"):
         return types_[0].dtype.kind in "biuf"
+    if node.op == "correlate":
+        return _exact_correlate(node)
     if node.op in ("gather", "scatter"):
         idx = node.inputs[1:] if node.op == "gather" else node.inputs[2:]
         batch = _batch(idx)
         return batch is not None and all(t.dtype.kind in "iu" for t in (v.type for v in idx))
     return True
+
+
+# NumPy's own loop (``small_correlate``) sums the outputs of a float correlation whose
+# window lies in the operand for kernels of at most this many taps; it calls the dot
+# product (BLAS, FMAs and blocks of its own) for the others and for the outputs in the
+# padding.
+SMALL_CORRELATE = 11
+
+
+def _exact_correlate(node: Node) -> bool:
+    """Whether this module's loop gives NumPy's bits for correlation ``node``: integers
+    (wrapping sums, the same in any order), or floats where NumPy's own loop runs every
+    output (``valid`` mode or a single tap, a kernel of ``SMALL_CORRELATE`` taps at
+    most). A complex one conjugates and a bool one is a logical or: NumPy's."""
+    dtype = node.out.type.dtype
+    if dtype.kind in "iu":
+        return True
+    m = min(v.type.shape[0] for v in node.inputs)
+    return (dtype.kind == "f" and padding(node.attrs["mode"], m) == (0, 0)
+            and m <= SMALL_CORRELATE)
 
 
 def _batch(idx) -> int | None:
@@ -240,6 +268,63 @@ def _arg_extremum(plan, mod, node: Node):
             f"            d[o * {inner} + r] = at_"], False
 
 
+# A correlation with at most this many taps writes each output's sum out in full (the
+# taps' loop unrolled: the loop over the outputs vectorises, each output stored once);
+# a longer one sums a block of outputs (8 KiB of float64, which stays in the L1 cache)
+# tap by tap, the inner loop again over the outputs.
+CORRELATE_UNROLL = 16
+CORRELATE_BLOCK = 1024
+
+
+def correlate_loops(node: Node) -> list[str]:
+    """The loops of correlation ``node`` (lines of a function body) reading the longer
+    operand at pointer ``s``, the shorter at ``k`` and writing the result at ``d``. Each
+    output adds its terms as NumPy's dot does (from zero, in ascending order, the
+    padding's zeros skipped); the outputs whose window reaches into the padding are
+    summed one by one, those between by the vectorising loops above."""
+    n1, n2 = (v.type.shape[0] for v in node.inputs)
+    n, m = max(n1, n2), min(n1, n2)
+    left, _ = padding(node.attrs["mode"], m)
+    size = node.out.type.size
+    zero = f"{NUMBA.dtype_name(node.out.type.dtype)}(0)"
+    put = "i" if n1 >= n2 else f"{size - 1} - i"  # NumPy's swap reverses the result
+    lo, hi = left, n + left - m + 1  # the outputs whose window lies in the operand
+    lines = []
+    for a, b in ((0, lo), (hi, size)):
+        if a == b:
+            continue
+        lines += [f"    for i in range({a}, {b}):",
+                  f"        acc = {zero}",
+                  f"        for j in range(max(0, {left} - i), min({m}, {n + left} - i)):",
+                  f"            acc += s[i + j - {left}] * k[j]",
+                  f"        d[{put}] = acc"]
+    if m <= CORRELATE_UNROLL:
+        terms = "".join(f" + s[i + {j - left}] * w{j}" for j in range(m))
+        return lines + [f"    w{j} = k[{j}]" for j in range(m)] + [
+            f"    for i in range({lo}, {hi}):", f"        d[{put}] = {zero}{terms}"]
+    return lines + [
+        f"    for i in range({lo}, {hi}):",
+        f"        d[{put}] = 0",
+        f"    for b in range({lo}, {hi}, {CORRELATE_BLOCK}):",
+        f"        e = min(b + {CORRELATE_BLOCK}, {hi})",
+        f"        for j in range({m}):",
+        "            w = k[j]",
+        "            for i in range(b, e):",
+        f"                d[{put}] += s[i + j - {left}] * w"]
+
+
+def correlate_operands(node: Node) -> tuple:
+    """The longer operand of correlation ``node`` and the shorter (NumPy's order)."""
+    a, v = node.inputs
+    return (a, v) if a.type.shape[0] >= v.type.shape[0] else (v, a)
+
+
+def _correlate(plan, mod, node: Node):
+    long, short = correlate_operands(node)
+    return [_ptr(plan, mod, long, "s"), _ptr(plan, mod, short, "k"),
+            _ptr(plan, mod, node.out, "d"), *correlate_loops(node)], False
+
+
 _EMIT = {"gather": _gather, "scatter": _scatter, "update_slice": _update_slice,
          "slice": _slice, "concatenate": _concatenate, "argmax": _arg_extremum,
-         "argmin": _arg_extremum}
+         "argmin": _arg_extremum, "correlate": _correlate}
