@@ -30,6 +30,8 @@ from ...passes.contract import SMALL_K, split_skinny_matmuls
 from ...passes.fusion import Kernel, fuse
 from ...profiler import StepInfo
 from .emitter import LoopEmitter, Module
+from .lib_steps import Unpacking, det_from_slogdet, unpacking
+from .lib_steps import call as unpacked_call
 from .ops import NUMBA
 
 LOOP_OPS = frozenset({"scan", "while_loop"})  # ops with a body graph (ir/loop_ops.py)
@@ -171,6 +173,8 @@ def generate(graph: Graph, profile: bool = False, later: bool = False,
     mod.views, kernels = run_steps(graph, kernels)
     loop_inputs = {mod.views[v].inputs[0] if v in mod.views else v
                    for k in kernels if k.kind == "loop" for v in k.inputs if v.type.ndim}
+    plan = unpacking(graph, kernels, loop_inputs)
+    kernels = [k for k in kernels if k.kind != "library" or k.nodes[0] not in plan.dropped]
     body: list[str] = []
     for v in graph.inputs:  # the kernels read C-contiguous arrays of the signature's dtype
         if v in loop_inputs:
@@ -182,8 +186,10 @@ def generate(graph: Graph, profile: bool = False, later: bool = False,
         if kern.kind == "loop":
             LoopEmitter(mod, k, kern, where).emit(body)
         else:
-            _emit_library(mod, k, kern.nodes[0], body, where, kern.nodes[0].out in loop_inputs,
-                          kern.nodes[0] in in_place, loop_step)
+            node = kern.nodes[0]
+            if not _emit_unpacked(mod, k, node, plan, body, where):
+                _emit_library(mod, k, node, body, where, node.out in loop_inputs,
+                              node in in_place, loop_step)
         if profile:
             body.insert(start, "t_start = clock()")
             body.append(f"record({k}, t_start, clock() - t_start)")
@@ -311,6 +317,19 @@ def _inline_call(mod: Module, k: int, node: Node, in_place: bool, body: list[str
         if node.op == "reshape":  # a 0-d value may be a Python scalar: no method
             return f"np.asarray({name}).reshape({tuple(attrs['shape'])!r})"
         return None
+    if node.op in ("eigh", "svd") and x.type.ndim == 2:
+        single = _single_part(node)  # (its one part is the packed result: no packing)
+        if single is not None:
+            return single.format(x=name)
+    if node.op == "pad" and _pad_fill(node) is not None:
+        mod.namespace[f"fill{k}"] = _pad_fill(node)  # (np.pad's Python takes 10 us)
+        mod.namespace[f"key{k}"] = tuple(slice(a, a + d) for (a, _), d in
+                                         zip(attrs["widths"], x.type.shape, strict=True))
+        out = mod.name(node.out)
+        body.append(f"step = {k}; {out} = np.full({node.out.type.shape!r}, fill{k})"
+                    "  # pad: the fill, then the operand")
+        body.append(f"step = {k}; {out}[key{k}] = {name}")
+        return out
     if node.op == "slice":
         mod.namespace[f"key{k}"] = slice_key(**attrs)
         return f"{name}[key{k}]"
@@ -335,6 +354,50 @@ def _inline_call(mod: Module, k: int, node: Node, in_place: bool, body: list[str
         body.append(f"step = {k}; {out}[key{k}] = {mod.name(node.inputs[1])}")
         return out
     return None
+
+
+def _part_names(mod: Module, packed: Node, plan: Unpacking) -> list[str]:
+    """The runner's names for the parts of unpacked ``packed`` (a part nothing reads is
+    named after the packed value, which the runner never makes)."""
+    return [mod.name(v) if v is not None else f"{mod.name(packed.out)}_{i}"
+            for i, v in enumerate(plan.parts[packed])]
+
+
+def _emit_unpacked(mod: Module, k: int, node: Node, plan: Unpacking, body: list[str],
+                   where: str) -> bool:
+    """Emit library step ``node`` as ``lib_steps.py`` plans it, if it does: a packed
+    call unpacked into its parts' names, or a det from an unpacked slogdet."""
+    if node in plan.parts:
+        names = ", ".join(_part_names(mod, node, plan))
+        body.append(f"step = {k}; {names} = {unpacked_call(node, mod.name(node.inputs[0]))}"
+                    f"  # {node.op}, unpacked, {where}")
+        return True
+    if node in plan.dets:
+        mod.namespace["det_from_slogdet"] = det_from_slogdet
+        sign, logdet = _part_names(mod, plan.dets[node], plan)
+        body.append(f"step = {k}; {mod.name(node.out)} = det_from_slogdet({sign}, {logdet}, "
+                    f"{mod.name(node.inputs[0])})  # det, from the slogdet, {where}")
+        return True
+    return False
+
+
+def _single_part(node: Node) -> str | None:
+    """The NumPy call computing a 2-d eigh or svd whose only part is its values."""
+    if node.op == "eigh" and not node.attrs["vectors"]:
+        return "np.linalg.eigvalsh({x}, UPLO=" + repr(node.attrs["UPLO"]) + ")"
+    if node.op == "svd" and not node.attrs["compute_uv"]:
+        return "np.linalg.svd({x}, compute_uv=False)"
+    return None
+
+
+def _pad_fill(node: Node) -> np.generic | None:
+    """The value ``np.pad`` fills pad step ``node``'s border with, as a scalar of its
+    dtype, or None where taking it from a padded element could differ (it raises)."""
+    dtype = node.out.type.dtype
+    try:
+        return np.pad(np.zeros(1, dtype), 1, constant_values=node.attrs["value"])[0]
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def _nbytes(v: Value) -> int:

@@ -1,0 +1,139 @@
+"""Library steps the runner calls as NumPy would, without the IR's packing around them.
+
+The IR packs a linear-algebra call with several results into one array (``slogdet`` is
+``[sign, logabsdet]``, ``eigh`` is ``[w..., v...]``: ``ir/linalg_ops.py``) that slices and
+reshapes take apart again. Each of those steps costs the runner a few tenths of a
+microsecond, and the packing itself (``np.concatenate``) a microsecond or more, around a
+call of a few microseconds. Where every reader of a packed result takes one part out whole
+(a slice of exactly that part, then a reshape to its shape), the runner unpacks the
+call's own tuple into those readers' names instead (``t3, t5 = np.linalg.slogdet(a0)``)
+and runs none of the slices and reshapes. ``det`` of a matrix whose ``slogdet`` the
+runner unpacked before is NumPy's own formula on those parts (NumPy computes ``det`` as
+``sign * exp(logabsdet)`` after the same LU factorisation, ``exp`` from the C library, as
+``math.exp`` is), so no second factorisation runs; where the result is not finite it
+calls ``np.linalg.det`` after all, which gives NumPy's value and its warnings.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...ir import Graph, Node, Value
+from ...ir.linalg_ops import parts
+from ...passes.fusion import Kernel
+
+# The packed linalg ops the runner unpacks, as the NumPy calls returning their parts.
+_CALLS = {
+    "slogdet": lambda a: "np.linalg.slogdet({x})",
+    "eigh": lambda a: "np.linalg.eigh({x}, UPLO=" + repr(a["UPLO"]) + ")" if a["vectors"]
+    else None,
+    "qr": lambda a: "np.linalg.qr({x}, mode=" + repr(a["mode"]) + ")" if a["mode"] != "r"
+    else None,
+    "svd": lambda a: "np.linalg.svd({x}, full_matrices=" + repr(a["full_matrices"]) + ")"
+    if a["compute_uv"] else None,
+}
+_DOUBLE = np.dtype(np.float64)
+
+
+@dataclass
+class Unpacking:
+    """``parts``: per packed node unpacked, the value each part binds to (the reshape or
+    slice that takes it out; None for a part nothing reads); ``dropped``: the slice and
+    reshape steps that no longer run; ``dets``: det nodes computed from an earlier
+    unpacked slogdet of the same matrix."""
+
+    parts: dict[Node, list[Value | None]] = field(default_factory=dict)
+    dropped: set[Node] = field(default_factory=set)
+    dets: dict[Node, Node] = field(default_factory=dict)
+
+
+def unpacking(graph: Graph, kernels: list[Kernel], kernel_inputs: set[Value]) -> Unpacking:
+    """The packed library steps among ``kernels`` (the runner's steps, in order) whose
+    results the runner unpacks, and the det steps that reuse an unpacked slogdet. A part
+    bound directly is a NumPy result of its own layout (eigh's vectors are Fortran-ordered),
+    so none that a loop kernel reads (``kernel_inputs``) is bound that way."""
+    library = {k.nodes[0] for k in kernels if k.kind == "library"}
+    readers: dict[Value, list[Node]] = {}
+    for node in graph.nodes:
+        for v in node.inputs:
+            readers.setdefault(v, []).append(node)
+    outputs = set(graph.outputs)
+    plan = Unpacking()
+    for kern in kernels:
+        node = kern.nodes[0]
+        if kern.kind != "library":
+            continue
+        if node.op == "det" and _det_from_slogdet(node, plan):
+            continue
+        bound = _bound_parts(node, library, readers, outputs, kernel_inputs)
+        if bound is not None:
+            plan.parts[node], dropped = bound
+            plan.dropped |= dropped
+    return plan
+
+
+def _det_from_slogdet(node: Node, plan: Unpacking) -> bool:
+    """Record ``node`` (a det) as computed from an unpacked slogdet of its float64 matrix."""
+    x = node.inputs[0]
+    if x.type.ndim != 2 or x.type.dtype != _DOUBLE:
+        return False
+    for packed in plan.parts:
+        if packed.op == "slogdet" and packed.inputs[0] is x:
+            plan.dets[node] = packed
+            return True
+    return False
+
+
+def _bound_parts(node: Node, library: set[Node], readers: dict, outputs: set,
+                 kernel_inputs: set) -> tuple[list[Value | None], set[Node]] | None:
+    """The values ``node``'s parts bind to and the steps dropped, or None where some reader
+    of the packed result takes anything but a whole part out."""
+    if node.op not in _CALLS or _CALLS[node.op](node.attrs) is None:
+        return None
+    x = node.inputs[0]
+    if x.type.ndim != 2 or node.out in outputs or not readers.get(node.out):
+        return None
+    shapes = parts(node.op, x.type.shape, **node.attrs)
+    starts = np.cumsum([0] + [math.prod(s) for s in shapes]).tolist()
+    bound: list[Value | None] = [None] * len(shapes)
+    dropped: set[Node] = set()
+    for s in readers[node.out]:
+        if s not in library or s.op != "slice" or s.attrs["steps"] != (1,):
+            return None
+        try:
+            i = starts.index(s.attrs["starts"][0])
+        except ValueError:
+            return None
+        if i >= len(shapes) or s.attrs["stops"] != (starts[i + 1],):
+            return None
+        whole = shapes[i] == s.out.type.shape
+        takers = [s] if whole else readers.get(s.out, [])
+        if not whole and (s.out in outputs or not takers):
+            return None
+        for t in takers:
+            if t is not s and (t not in library or t.op != "reshape"
+                               or tuple(t.attrs["shape"]) != shapes[i]):
+                return None
+            if bound[i] is not None and bound[i] is not t.out or t.out in kernel_inputs:
+                return None  # (a part taken out twice stays a step of its own)
+            bound[i] = t.out
+            dropped.add(t)
+        dropped.add(s)
+    return bound, dropped
+
+
+def call(node: Node, x: str) -> str:
+    """The NumPy call returning packed ``node``'s parts as a tuple, on operand ``x``."""
+    return _CALLS[node.op](node.attrs).format(x=x)
+
+
+def det_from_slogdet(sign, logabsdet, x):
+    """NumPy's det from its slogdet's parts (the same value, bit for bit), or NumPy's det
+    of ``x`` itself where that is not finite (overflow, a singular or NaN matrix: NumPy's
+    value and warnings)."""
+    if -708.0 < logabsdet < 708.0:
+        return sign * math.exp(logabsdet)
+    return np.linalg.det(x)
