@@ -173,7 +173,7 @@ def generate(graph: Graph, profile: bool = False, later: bool = False,
     mod.views, kernels = run_steps(graph, kernels)
     loop_inputs = {mod.views[v].inputs[0] if v in mod.views else v
                    for k in kernels if k.kind == "loop" for v in k.inputs if v.type.ndim}
-    plan = unpacking(graph, kernels, loop_inputs)
+    plan = unpacking(graph, kernels)
     kernels = [k for k in kernels if k.kind != "library" or k.nodes[0] not in plan.dropped]
     body: list[str] = []
     for v in graph.inputs:  # the kernels read C-contiguous arrays of the signature's dtype
@@ -187,7 +187,7 @@ def generate(graph: Graph, profile: bool = False, later: bool = False,
             LoopEmitter(mod, k, kern, where).emit(body)
         else:
             node = kern.nodes[0]
-            if not _emit_unpacked(mod, k, node, plan, body, where):
+            if not _emit_unpacked(mod, k, node, plan, body, where, loop_inputs):
                 _emit_library(mod, k, node, body, where, node.out in loop_inputs,
                               node in in_place, loop_step)
         if profile:
@@ -364,13 +364,19 @@ def _part_names(mod: Module, packed: Node, plan: Unpacking) -> list[str]:
 
 
 def _emit_unpacked(mod: Module, k: int, node: Node, plan: Unpacking, body: list[str],
-                   where: str) -> bool:
+                   where: str, loop_inputs: set[Value]) -> bool:
     """Emit library step ``node`` as ``lib_steps.py`` plans it, if it does: a packed
-    call unpacked into its parts' names, or a det from an unpacked slogdet."""
+    call unpacked into its parts' names (those loop kernels read made C-contiguous), or
+    a det from an unpacked slogdet."""
     if node in plan.parts:
         names = ", ".join(_part_names(mod, node, plan))
         body.append(f"step = {k}; {names} = {unpacked_call(node, mod.name(node.inputs[0]))}"
                     f"  # {node.op}, unpacked, {where}")
+        for v in plan.parts[node]:
+            if v in loop_inputs:
+                t = v.type
+                body.append(f"step = {k}; {mod.name(v)} = operand({mod.name(v)}, "
+                            f"{NUMBA.dtype_name(t.dtype)}, {t.shape})")
         return True
     if node in plan.dets:
         mod.namespace["det_from_slogdet"] = det_from_slogdet

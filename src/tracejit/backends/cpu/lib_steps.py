@@ -50,11 +50,11 @@ class Unpacking:
     dets: dict[Node, Node] = field(default_factory=dict)
 
 
-def unpacking(graph: Graph, kernels: list[Kernel], kernel_inputs: set[Value]) -> Unpacking:
+def unpacking(graph: Graph, kernels: list[Kernel]) -> Unpacking:
     """The packed library steps among ``kernels`` (the runner's steps, in order) whose
-    results the runner unpacks, and the det steps that reuse an unpacked slogdet. A part
-    bound directly is a NumPy result of its own layout (eigh's vectors are Fortran-ordered),
-    so none that a loop kernel reads (``kernel_inputs``) is bound that way."""
+    results the runner unpacks, and the det steps that reuse an unpacked slogdet. (A part
+    is a NumPy result of its own layout, eigh's vectors Fortran-ordered: the runner makes
+    one that a loop kernel reads C-contiguous, as it does any library result.)"""
     library = {k.nodes[0] for k in kernels if k.kind == "library"}
     readers: dict[Value, list[Node]] = {}
     for node in graph.nodes:
@@ -68,7 +68,7 @@ def unpacking(graph: Graph, kernels: list[Kernel], kernel_inputs: set[Value]) ->
             continue
         if node.op == "det" and _det_from_slogdet(node, plan):
             continue
-        bound = _bound_parts(node, library, readers, outputs, kernel_inputs)
+        bound = _bound_parts(node, library, readers, outputs)
         if bound is not None:
             plan.parts[node], dropped = bound
             plan.dropped |= dropped
@@ -87,8 +87,8 @@ def _det_from_slogdet(node: Node, plan: Unpacking) -> bool:
     return False
 
 
-def _bound_parts(node: Node, library: set[Node], readers: dict, outputs: set,
-                 kernel_inputs: set) -> tuple[list[Value | None], set[Node]] | None:
+def _bound_parts(node: Node, library: set[Node], readers: dict,
+                 outputs: set) -> tuple[list[Value | None], set[Node]] | None:
     """The values ``node``'s parts bind to and the steps dropped, or None where some reader
     of the packed result takes anything but a whole part out."""
     if node.op not in _CALLS or _CALLS[node.op](node.attrs) is None:
@@ -117,7 +117,7 @@ def _bound_parts(node: Node, library: set[Node], readers: dict, outputs: set,
             if t is not s and (t not in library or t.op != "reshape"
                                or tuple(t.attrs["shape"]) != shapes[i]):
                 return None
-            if bound[i] is not None and bound[i] is not t.out or t.out in kernel_inputs:
+            if bound[i] is not None:
                 return None  # (a part taken out twice stays a step of its own)
             bound[i] = t.out
             dropped.add(t)

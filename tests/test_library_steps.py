@@ -1,0 +1,136 @@
+"""Library steps called as NumPy would call them (backends/cpu/lib_steps.py, codegen.py).
+
+Packed linear-algebra results are unpacked into their readers (no slices, reshapes or
+``np.concatenate`` in the runner), ``det`` reuses an unpacked ``slogdet`` of the same
+matrix by NumPy's own formula, eigvalsh and singular values are called directly, ``pad``
+is a fill and a store. Each is checked bit for bit against NumPy, in both tiers (the first
+runner, and the later one after ``wait_compiled``), and through the runner's source.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+
+def _both_tiers(fn, *args):
+    """fn's results under jit on its first call and once the later runner is in, each
+    checked equal (bit for bit, dtype included) to NumPy's."""
+    want = fn(*args)
+    f = tj.jit(fn, backend="cpu")
+    for got in (f(*args), (f.wait_compiled(), f(*args))[1]):
+        for g, w in zip(got if isinstance(got, tuple) else (got,),
+                        want if isinstance(want, tuple) else (want,), strict=True):
+            assert np.asarray(g).dtype == np.asarray(w).dtype
+            np.testing.assert_array_equal(g, w)
+    return f
+
+
+def det_and_logdet(a):
+    sign, logdet = np.linalg.slogdet(a)
+    return np.linalg.det(a), sign * logdet
+
+
+def _spd(n, seed):
+    m = np.random.default_rng(seed).standard_normal((n, n))
+    return m @ m.T + n * np.eye(n)
+
+
+@pytest.mark.parametrize("a", [
+    _spd(8, 0) / 8, _spd(1, 1), np.random.default_rng(2).standard_normal((5, 5)),
+    np.ones((3, 3)),                         # singular: det 0, logdet -inf
+    np.eye(4) * 1e200,                       # det overflows to inf (NumPy warns)
+    np.eye(4) * 1e-200,                      # det underflows to 0
+    np.full((2, 2), np.nan),                 # NaN
+    np.diag([-1.0, 2.0, 3.0]),               # negative sign
+], ids=["spd", "1x1", "general", "singular", "overflow", "underflow", "nan", "negative"])
+def test_det_from_the_slogdet_as_numpy(a):
+    with np.errstate(all="ignore"):
+        f = _both_tiers(det_and_logdet, a)
+    source = f.lower(a).source
+    assert "det_from_slogdet(" in source and "np.linalg.det" not in source
+    assert "slice" not in source and "reshape" not in source
+
+
+def test_det_from_the_slogdet_over_many_matrices():
+    rng = np.random.default_rng(3)
+    f = tj.jit(det_and_logdet, backend="cpu")
+    for n in (2, 3, 6, 10):
+        for scale in (1e-3, 1.0, 1e3):
+            for _ in range(20):
+                a = rng.standard_normal((n, n)) * scale
+                assert f(a)[0] == np.linalg.det(a)
+
+
+def test_det_before_the_slogdet_and_float32_factorise_twice():
+    def det_first(a):
+        d = np.linalg.det(a)
+        return d, np.linalg.slogdet(a)[1]
+
+    a = _spd(4, 5)
+    source = _both_tiers(det_first, a).lower(a).source
+    assert "np.linalg.det" in source or "lib" in source.split("# det")[0]
+    a32 = a.astype(np.float32)
+    source = _both_tiers(det_and_logdet, a32).lower(a32).source
+    assert "det_from_slogdet" not in source
+
+
+def test_slogdet_parts_returned_and_read_twice():
+    def parts(a):
+        sign, logdet = np.linalg.slogdet(a)
+        return sign, logdet, sign * 2, np.linalg.slogdet(a)[0]
+
+    a = _spd(3, 6)
+    _both_tiers(parts, a)
+
+
+def test_eigh_vectors_unpacked():
+    def eig(a):
+        w, v = np.linalg.eigh(a)
+        return w[::-1], v[:, -1] * 2, (v * w).sum()
+
+    a = _spd(6, 7)
+    f = _both_tiers(eig, a)
+    assert "np.linalg.eigh(" in f.lower(a).source
+    assert "concatenate" not in f.lower(a).source
+
+
+def test_eigvalsh_and_singular_values_called_directly():
+    def values(a):
+        return np.linalg.eigvalsh(a)[:2], np.linalg.svd(a, compute_uv=False)
+
+    a = _spd(5, 8)
+    source = _both_tiers(values, a).lower(a).source
+    assert "np.linalg.eigvalsh(" in source and "compute_uv=False)" in source
+
+
+@pytest.mark.parametrize("mode", ["reduced", "complete"])
+def test_qr_and_svd_unpacked(mode):
+    def factors(a):
+        q, r = np.linalg.qr(a, mode=mode)
+        u, s, vh = np.linalg.svd(a, full_matrices=False)
+        return q, r, u * s, vh
+
+    a = np.random.default_rng(9).standard_normal((5, 3))
+    _both_tiers(factors, a)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.int8, np.bool_])
+@pytest.mark.parametrize("value", [0, 1, 3])
+def test_pad_as_numpy(dtype, value):
+    def padded(x):
+        return np.pad(x, ((1, 2), (0, 3)), constant_values=value) + 0, np.pad(x[0], (2, 0))
+
+    x = (np.arange(12).reshape(3, 4) % 5).astype(dtype)
+    source = _both_tiers(padded, x).lower(x).source
+    assert "np.pad" not in source
+
+
+def test_pad_of_a_square_and_size_one():
+    def f(x):
+        return np.pad(x, 1, constant_values=-2.5)
+
+    for x in (np.ones((3, 3)), np.ones((1, 1)), np.ones((1, 4))):
+        _both_tiers(f, x)
