@@ -13,6 +13,14 @@ import numpy as np
 import pytest
 
 import tracejit as tj
+from tracejit.config import config
+
+
+@pytest.fixture(autouse=True)
+def default_policy(monkeypatch):
+    """The default kernel-size threshold (the suite compiles every kernel): the steps
+    tested here are the library steps small arrays run as."""
+    monkeypatch.setattr(config, "min_kernel_size", 4096)
 
 
 def _both_tiers(fn, *args):
@@ -134,3 +142,43 @@ def test_pad_of_a_square_and_size_one():
 
     for x in (np.ones((3, 3)), np.ones((1, 1)), np.ones((1, 4))):
         _both_tiers(f, x)
+
+
+def test_scatter_add_of_a_broadcast_constant_makes_no_broadcast():
+    def histogram_counts(x, bins):
+        idx = np.clip((x * bins).astype(np.int64), 0, bins - 1)
+        counts = np.zeros(bins, dtype=np.int64)
+        np.add.at(counts, idx, 1)
+        return counts
+
+    x = np.random.default_rng(10).random(1000)
+    f = tj.jit(histogram_counts, backend="cpu")
+    for _ in range(2):
+        np.testing.assert_array_equal(f(x, 16), histogram_counts(x, 16))
+        f.wait_compiled()
+    assert "broadcast_to" not in f.lower(x, 16).source
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_scatter_add_of_a_broadcast_row_and_a_python_float(dtype):
+    def f(x, idx, row):
+        out = np.zeros((5, 3), dtype)
+        np.add.at(out, idx, row)
+        np.add.at(out, idx[:2], 0.1)
+        return out
+
+    idx = np.array([0, 2, 2, 4, 0])
+    row = np.arange(3, dtype=dtype) / 3
+    _both_tiers(f, np.zeros(3, dtype), idx, row)
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_reductions_and_argmax_with_one_axis_as_numpy(axis):
+    def f(x):
+        return (x.sum(axis=axis), x.max(axis=axis, keepdims=True), np.argmax(x, axis=axis),
+                np.argmin(x, axis=axis), x.sum(axis=axis, dtype=np.float32),
+                np.ones_like(x).sum(axis=axis))
+
+    x = np.random.default_rng(11).standard_normal((4, 4))
+    _both_tiers(f, x)
+    _both_tiers(f, x[:1])

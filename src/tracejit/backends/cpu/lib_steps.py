@@ -11,7 +11,10 @@ and runs none of the slices and reshapes. ``det`` of a matrix whose ``slogdet`` 
 runner unpacked before is NumPy's own formula on those parts (NumPy computes ``det`` as
 ``sign * exp(logabsdet)`` after the same LU factorisation, ``exp`` from the C library, as
 ``math.exp`` is), so no second factorisation runs; where the result is not finite it
-calls ``np.linalg.det`` after all, which gives NumPy's value and its warnings.
+calls ``np.linalg.det`` after all, which gives NumPy's value and its warnings. A
+``broadcast_to`` that only a ``scatter_add`` reads as its updates is not made either:
+``np.add.at`` broadcasts the updates to the indexed region itself (``np.add.at(counts, idx,
+1)`` is how NumPy code writes it; ``np.broadcast_to`` costs over a microsecond).
 """
 
 from __future__ import annotations
@@ -48,11 +51,13 @@ class Unpacking:
     parts: dict[Node, list[Value | None]] = field(default_factory=dict)
     dropped: set[Node] = field(default_factory=set)
     dets: dict[Node, Node] = field(default_factory=dict)
+    aliases: dict[Value, Value] = field(default_factory=dict)  # a dropped step's result: its input
 
 
-def unpacking(graph: Graph, kernels: list[Kernel]) -> Unpacking:
+def unpacking(graph: Graph, kernels: list[Kernel], consts: dict[Value, object]) -> Unpacking:
     """The packed library steps among ``kernels`` (the runner's steps, in order) whose
-    results the runner unpacks, and the det steps that reuse an unpacked slogdet. (A part
+    results the runner unpacks, the det steps that reuse an unpacked slogdet, and the
+broadcasts left to a scatter_add (``consts``: the graph's constants' values). (A part
     is a NumPy result of its own layout, eigh's vectors Fortran-ordered: the runner makes
     one that a loop kernel reads C-contiguous, as it does any library result.)"""
     library = {k.nodes[0] for k in kernels if k.kind == "library"}
@@ -68,11 +73,33 @@ def unpacking(graph: Graph, kernels: list[Kernel]) -> Unpacking:
             continue
         if node.op == "det" and _det_from_slogdet(node, plan):
             continue
+        if node.op == "broadcast_to" and _updates_only(node, library, readers, outputs, consts):
+            plan.aliases[node.out] = node.inputs[0]
+            plan.dropped.add(node)
+            continue
         bound = _bound_parts(node, library, readers, outputs)
         if bound is not None:
             plan.parts[node], dropped = bound
             plan.dropped |= dropped
     return plan
+
+
+def _updates_only(node: Node, library: set[Node], readers: dict, outputs: set,
+                  consts: dict) -> bool:
+    """Whether broadcast ``node`` is read only as scatter_add steps' updates, of an
+    operand that is a NumPy array or scalar of its dtype at run time (a Python scalar
+    would add in another precision)."""
+    x = node.inputs[0]
+    if x in consts:
+        value = consts[x]
+        if not isinstance(value, (np.ndarray, np.generic)) or value.dtype != x.type.dtype:
+            return False
+    elif x.type.ndim == 0:
+        return False
+    takers = readers.get(node.out, [])
+    return bool(takers) and node.out not in outputs and all(
+        t in library and t.op == "scatter_add" and t.inputs[1] is node.out
+        and node.out not in t.inputs[2:] for t in takers)
 
 
 def _det_from_slogdet(node: Node, plan: Unpacking) -> bool:
