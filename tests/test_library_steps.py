@@ -23,16 +23,18 @@ def default_policy(monkeypatch):
     monkeypatch.setattr(config, "min_kernel_size", 4096)
 
 
-def _both_tiers(fn, *args):
+def _both_tiers(fn, *args, later_rtol=0.0):
     """fn's results under jit on its first call and once the later runner is in, each
-    checked equal (bit for bit, dtype included) to NumPy's."""
+    checked equal (bit for bit, dtype included) to NumPy's (the later runner within
+    ``later_rtol``: where it compiles a straight-line run of small matmuls, their sums
+    are the kernel's, not BLAS's)."""
     want = fn(*args)
     f = tj.jit(fn, backend="cpu")
-    for got in (f(*args), (f.wait_compiled(), f(*args))[1]):
+    for got, rtol in ((f(*args), 0.0), ((f.wait_compiled(), f(*args))[1], later_rtol)):
         for g, w in zip(got if isinstance(got, tuple) else (got,),
                         want if isinstance(want, tuple) else (want,), strict=True):
             assert np.asarray(g).dtype == np.asarray(w).dtype
-            np.testing.assert_array_equal(g, w)
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=0)
     return f
 
 
@@ -182,3 +184,27 @@ def test_reductions_and_argmax_with_one_axis_as_numpy(axis):
     x = np.random.default_rng(11).standard_normal((4, 4))
     _both_tiers(f, x)
     _both_tiers(f, x[:1])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n", [1, 4, 60])
+def test_inner_product_of_vectors_is_their_dot(dtype, n):
+    def residual(a, b, x):
+        r = a @ x - b
+        return np.linalg.norm(r), r @ b, (x[::2] @ x[::2]) * 2, x @ x
+
+    rng = np.random.default_rng(12)
+    a, b, x = rng.random((n, n)).astype(dtype), rng.random(n).astype(dtype), \
+        rng.random(n).astype(dtype)
+    source = _both_tiers(residual, a, b, x, later_rtol=1e-5).lower(a, b, x).source
+    assert source.count("np.dot(") == 4
+    assert n == 1 or f"reshape((1, {n}))" not in source  # (rows made for no one)
+
+
+def test_a_row_by_a_column_returned_or_reused_keeps_its_steps():
+    def f(u, v):
+        row = u.reshape(1, -1)
+        return row @ v.reshape(-1, 1), row * 2
+
+    u, v = np.arange(4.0), np.arange(4.0) + 1
+    _both_tiers(f, u, v)

@@ -379,8 +379,8 @@ def _part_names(mod: Module, packed: Node, plan: Unpacking) -> list[str]:
 def _emit_unpacked(mod: Module, k: int, node: Node, plan: Unpacking, body: list[str],
                    where: str, loop_inputs: set[Value]) -> bool:
     """Emit library step ``node`` as ``lib_steps.py`` plans it, if it does: a packed
-    call unpacked into its parts' names (those loop kernels read made C-contiguous), or
-    a det from an unpacked slogdet."""
+    call unpacked into its parts' names (those loop kernels read made C-contiguous), an
+    inner product, or a det from an unpacked slogdet."""
     if node in plan.parts:
         names = ", ".join(_part_names(mod, node, plan))
         body.append(f"step = {k}; {names} = {unpacked_call(node, mod.name(node.inputs[0]))}"
@@ -390,6 +390,11 @@ def _emit_unpacked(mod: Module, k: int, node: Node, plan: Unpacking, body: list[
                 t = v.type
                 body.append(f"step = {k}; {mod.name(v)} = operand({mod.name(v)}, "
                             f"{NUMBA.dtype_name(t.dtype)}, {t.shape})")
+        return True
+    if node in plan.dots:
+        u, v, out = plan.dots[node]
+        body.append(f"step = {k}; {mod.name(out)} = np.dot({mod.name(u)}, {mod.name(v)})"
+                    f"  # matmul, a row by a column, {where}")
         return True
     if node in plan.dets:
         mod.namespace["det_from_slogdet"] = det_from_slogdet

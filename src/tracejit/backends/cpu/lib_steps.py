@@ -14,7 +14,11 @@ runner unpacked before is NumPy's own formula on those parts (NumPy computes ``d
 calls ``np.linalg.det`` after all, which gives NumPy's value and its warnings. A
 ``broadcast_to`` that only a ``scatter_add`` reads as its updates is not made either:
 ``np.add.at`` broadcasts the updates to the indexed region itself (``np.add.at(counts, idx,
-1)`` is how NumPy code writes it; ``np.broadcast_to`` costs over a microsecond).
+1)`` is how NumPy code writes it; ``np.broadcast_to`` costs over a microsecond). The
+inner product of two float vectors, which the IR writes as a matmul of a row by a column
+reshaped to a 0-d value, is ``np.dot`` of the vectors (what ``u @ v`` and
+``np.linalg.norm`` call; NumPy's matmul of a row by a column runs the same dot loop, so
+the bits are the same).
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ class Unpacking:
     dropped: set[Node] = field(default_factory=set)
     dets: dict[Node, Node] = field(default_factory=dict)
     aliases: dict[Value, Value] = field(default_factory=dict)  # a dropped step's result: its input
+    dots: dict[Node, tuple[Value, Value, Value]] = field(default_factory=dict)  # (u, v, u @ v)
 
 
 def unpacking(graph: Graph, kernels: list[Kernel], consts: dict[Value, object]) -> Unpacking:
@@ -77,6 +82,8 @@ broadcasts left to a scatter_add (``consts``: the graph's constants' values). (A
             plan.aliases[node.out] = node.inputs[0]
             plan.dropped.add(node)
             continue
+        if node.op == "matmul" and _inner_product(node, library, readers, outputs, plan):
+            continue
         bound = _bound_parts(node, library, readers, outputs)
         if bound is not None:
             plan.parts[node], dropped = bound
@@ -100,6 +107,36 @@ def _updates_only(node: Node, library: set[Node], readers: dict, outputs: set,
     return bool(takers) and node.out not in outputs and all(
         t in library and t.op == "scatter_add" and t.inputs[1] is node.out
         and node.out not in t.inputs[2:] for t in takers)
+
+
+def _inner_product(node: Node, library: set[Node], readers: dict, outputs: set,
+                   plan: Unpacking) -> bool:
+    """Record matmul ``node`` as ``np.dot`` of two float vectors if it is one: a row
+    ``(1, n)`` and a column ``(n, 1)`` reshaped from 1-d values, its product read only by
+    one reshape to 0-d (the steps no longer needed are dropped)."""
+    row, col = (_reshaped(v, library) for v in node.inputs)
+    takers = readers.get(node.out, [])
+    if (row is None or col is None or node.out.type.dtype.kind != "f" or node.out in outputs
+            or len(takers) != 1 or takers[0] not in library or takers[0].op != "reshape"
+            or takers[0].out.type.shape != ()):
+        return False
+    u, v = row.inputs[0], col.inputs[0]
+    n = u.type.shape[0] if u.type.ndim == 1 else -1
+    if (row.out.type.shape != (1, n) or col.out.type.shape != (n, 1) or v.type.ndim != 1
+            or u.type.dtype != v.type.dtype):
+        return False
+    plan.dots[node] = (u, v, takers[0].out)
+    plan.dropped.add(takers[0])
+    for r in (row, col):  # (a row read by several inner products goes with the last)
+        if r.out not in outputs and all(t is node or t in plan.dots for t in readers[r.out]):
+            plan.dropped.add(r)
+    return True
+
+
+def _reshaped(v: Value, library: set[Node]) -> Node | None:
+    """The reshape library step making ``v``, if one does."""
+    node = next((n for n in library if n.out is v), None)
+    return node if node is not None and node.op == "reshape" else None
 
 
 def _det_from_slogdet(node: Node, plan: Unpacking) -> bool:
