@@ -208,3 +208,14 @@ def test_a_row_by_a_column_returned_or_reused_keeps_its_steps():
 
     u, v = np.arange(4.0), np.arange(4.0) + 1
     _both_tiers(f, u, v)
+
+
+def test_one_element_taken_out_is_an_index():
+    def normalised(x, m):
+        r = np.correlate(x, x, mode="full")[len(x) - 1:]
+        return r / r[0], m[1, 2] * m, m[-1, -1], x[::-1][0] + 1
+
+    rng = np.random.default_rng(13)
+    x, m = rng.standard_normal(64), rng.standard_normal((3, 3))
+    source = _both_tiers(normalised, x, m).lower(x, m).source
+    assert "[63]" in source and "[1, 2]" in source and "[2, 2]" in source

@@ -18,7 +18,8 @@ calls ``np.linalg.det`` after all, which gives NumPy's value and its warnings. A
 inner product of two float vectors, which the IR writes as a matmul of a row by a column
 reshaped to a 0-d value, is ``np.dot`` of the vectors (what ``u @ v`` and
 ``np.linalg.norm`` call; NumPy's matmul of a row by a column runs the same dot loop, so
-the bits are the same).
+the bits are the same). An element taken out as a 0-d value (a slice of one element,
+reshaped to 0-d: ``r[0]``) is one integer index, a NumPy scalar, as in NumPy.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class Unpacking:
     dets: dict[Node, Node] = field(default_factory=dict)
     aliases: dict[Value, Value] = field(default_factory=dict)  # a dropped step's result: its input
     dots: dict[Node, tuple[Value, Value, Value]] = field(default_factory=dict)  # (u, v, u @ v)
+    elements: dict[Node, Value] = field(default_factory=dict)  # slice -> its 0-d reshape
 
 
 def unpacking(graph: Graph, kernels: list[Kernel], consts: dict[Value, object]) -> Unpacking:
@@ -84,6 +86,14 @@ broadcasts left to a scatter_add (``consts``: the graph's constants' values). (A
             continue
         if node.op == "matmul" and _inner_product(node, library, readers, outputs, plan):
             continue
+        if node.op == "slice" and node not in plan.dropped:
+            takers = readers.get(node.out, [])
+            if (node.out.type.size == 1 and node.out not in outputs and len(takers) == 1
+                    and takers[0] in library and takers[0].op == "reshape"
+                    and takers[0].out.type.shape == ()):
+                plan.elements[node] = takers[0].out
+                plan.dropped.add(takers[0])
+                continue
         bound = _bound_parts(node, library, readers, outputs)
         if bound is not None:
             plan.parts[node], dropped = bound
