@@ -219,3 +219,18 @@ def test_one_element_taken_out_is_an_index():
     x, m = rng.standard_normal(64), rng.standard_normal((3, 3))
     source = _both_tiers(normalised, x, m).lower(x, m).source
     assert "[63]" in source and "[1, 2]" in source and "[2, 2]" in source
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_scalar_arithmetic_on_numpy_scalars_as_numpy(dtype):
+    def r2(x, y):
+        resid = y - x * 2
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (1 - resid @ resid / np.sum((y - y.mean()) ** 2), np.argmax(x) / 0,
+                    x.sum() * 0.1 + 3, np.max(x) - x[0], 2.5 / x.min())
+
+    rng = np.random.default_rng(14)
+    x, y = rng.random(50).astype(dtype), rng.random(50).astype(dtype)
+    source = _both_tiers(r2, x, y, later_rtol=1e-5).lower(x, y).source
+    assert "NumPy scalars" in source
+    _both_tiers(r2, np.zeros(50, dtype), np.zeros(50, dtype), later_rtol=1e-5)

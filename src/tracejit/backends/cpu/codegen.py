@@ -380,7 +380,7 @@ def _emit_unpacked(mod: Module, k: int, node: Node, plan: Unpacking, body: list[
                    where: str, loop_inputs: set[Value]) -> bool:
     """Emit library step ``node`` as ``lib_steps.py`` plans it, if it does: a packed
     call unpacked into its parts' names (those loop kernels read made C-contiguous), an
-    element, an inner product, or a det from an unpacked slogdet."""
+    element, an inner product, scalar arithmetic, or a det from an unpacked slogdet."""
     if node in plan.parts:
         names = ", ".join(_part_names(mod, node, plan))
         body.append(f"step = {k}; {names} = {unpacked_call(node, mod.name(node.inputs[0]))}"
@@ -390,6 +390,11 @@ def _emit_unpacked(mod: Module, k: int, node: Node, plan: Unpacking, body: list[
                 t = v.type
                 body.append(f"step = {k}; {mod.name(v)} = operand({mod.name(v)}, "
                             f"{NUMBA.dtype_name(t.dtype)}, {t.shape})")
+        return True
+    if node in plan.operators:
+        a, b = (mod.name(v) for v in node.inputs)
+        body.append(f"step = {k}; {mod.name(node.out)} = {a} {plan.operators[node]} {b}"
+                    f"  # {node.op}, NumPy scalars, {where}")
         return True
     if node in plan.elements:  # (a slice's starts are in range: slice_rule normalises)
         index = ", ".join(str(int(i)) for i in node.attrs["starts"])

@@ -19,7 +19,11 @@ inner product of two float vectors, which the IR writes as a matmul of a row by 
 reshaped to a 0-d value, is ``np.dot`` of the vectors (what ``u @ v`` and
 ``np.linalg.norm`` call; NumPy's matmul of a row by a column runs the same dot loop, so
 the bits are the same). An element taken out as a 0-d value (a slice of one element,
-reshaped to 0-d: ``r[0]``) is one integer index, a NumPy scalar, as in NumPy.
+reshaped to 0-d: ``r[0]``) is one integer index, a NumPy scalar, as in NumPy. Float
+arithmetic on 0-d values one of which is such a NumPy scalar (a reduction's, an element,
+an inner product, a det or slogdet part, or another such result) is Python's operator:
+NumPy's scalar arithmetic, the same IEEE operation and result dtype as the ufunc, without
+its call (``sign * logdet`` is written so in NumPy code too).
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ _CALLS = {
     if a["compute_uv"] else None,
 }
 _DOUBLE = np.dtype(np.float64)
+_OPERATORS = {"add": "+", "subtract": "-", "multiply": "*", "true_divide": "/"}
+_SCALAR_MAKERS = frozenset({"sum", "prod", "max", "min", "argmax", "argmin"})  # ufunc.reduce
 
 
 @dataclass
@@ -59,6 +65,8 @@ class Unpacking:
     aliases: dict[Value, Value] = field(default_factory=dict)  # a dropped step's result: its input
     dots: dict[Node, tuple[Value, Value, Value]] = field(default_factory=dict)  # (u, v, u @ v)
     elements: dict[Node, Value] = field(default_factory=dict)  # slice -> its 0-d reshape
+    operators: dict[Node, str] = field(default_factory=dict)  # 0-d float arithmetic
+    scalars: set[Value] = field(default_factory=set)  # values surely NumPy scalars
 
 
 def unpacking(graph: Graph, kernels: list[Kernel], consts: dict[Value, object]) -> Unpacking:
@@ -86,17 +94,27 @@ broadcasts left to a scatter_add (``consts``: the graph's constants' values). (A
             continue
         if node.op == "matmul" and _inner_product(node, library, readers, outputs, plan):
             continue
+        if node.op in _SCALAR_MAKERS and node.out.type.ndim == 0:
+            plan.scalars.add(node.out)
+        if (node.op in _OPERATORS and node.out.type.shape == () and node.out.type.dtype.kind == "f"
+                and all(v.type.shape == () for v in node.inputs)
+                and any(v in plan.scalars for v in node.inputs)):
+            plan.operators[node] = _OPERATORS[node.op]
+            plan.scalars.add(node.out)
+            continue
         if node.op == "slice" and node not in plan.dropped:
             takers = readers.get(node.out, [])
             if (node.out.type.size == 1 and node.out not in outputs and len(takers) == 1
                     and takers[0] in library and takers[0].op == "reshape"
                     and takers[0].out.type.shape == ()):
                 plan.elements[node] = takers[0].out
+                plan.scalars.add(takers[0].out)
                 plan.dropped.add(takers[0])
                 continue
         bound = _bound_parts(node, library, readers, outputs)
         if bound is not None:
             plan.parts[node], dropped = bound
+            plan.scalars |= {v for v in plan.parts[node] if v is not None and v.type.ndim == 0}
             plan.dropped |= dropped
     return plan
 
@@ -136,6 +154,7 @@ def _inner_product(node: Node, library: set[Node], readers: dict, outputs: set,
             or u.type.dtype != v.type.dtype):
         return False
     plan.dots[node] = (u, v, takers[0].out)
+    plan.scalars.add(takers[0].out)
     plan.dropped.add(takers[0])
     for r in (row, col):  # (a row read by several inner products goes with the last)
         if r.out not in outputs and all(t is node or t in plan.dots for t in readers[r.out]):
@@ -157,6 +176,7 @@ def _det_from_slogdet(node: Node, plan: Unpacking) -> bool:
     for packed in plan.parts:
         if packed.op == "slogdet" and packed.inputs[0] is x:
             plan.dets[node] = packed
+            plan.scalars.add(node.out)
             return True
     return False
 
