@@ -57,7 +57,7 @@ class Unpacking:
     """``parts``: per packed node unpacked, the value each part binds to (the reshape or
     slice that takes it out; None for a part nothing reads); ``dropped``: the slice and
     reshape steps that no longer run; ``dets``: det nodes computed from an earlier
-    unpacked slogdet of the same matrix."""
+    unpacked slogdet of the same matrix; the others as the module says."""
 
     parts: dict[Node, list[Value | None]] = field(default_factory=dict)
     dropped: set[Node] = field(default_factory=set)
@@ -72,7 +72,7 @@ class Unpacking:
 def unpacking(graph: Graph, kernels: list[Kernel], consts: dict[Value, object]) -> Unpacking:
     """The packed library steps among ``kernels`` (the runner's steps, in order) whose
     results the runner unpacks, the det steps that reuse an unpacked slogdet, and the
-broadcasts left to a scatter_add (``consts``: the graph's constants' values). (A part
+    other rewrites above (``consts``: the graph's constants' values). (A part
     is a NumPy result of its own layout, eigh's vectors Fortran-ordered: the runner makes
     one that a loop kernel reads C-contiguous, as it does any library result.)"""
     library = {k.nodes[0] for k in kernels if k.kind == "library"}
