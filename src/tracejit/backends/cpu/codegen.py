@@ -32,6 +32,8 @@ from ...passes.fusion import Kernel, fuse
 from ...profiler import StepInfo
 from . import fused_steps
 from .emitter import _IMPORTS, PARALLEL_MIN_SIZE, LoopEmitter, Module
+from .lib_steps import Unpacking, det_from_slogdet, unpacking
+from .lib_steps import call as unpacked_call
 from .ops import NUMBA
 
 LOOP_OPS = frozenset({"scan", "while_loop"})  # ops with a body graph (ir/loop_ops.py)
@@ -187,6 +189,10 @@ def generate(graph: Graph, profile: bool = False, later: bool = False,
     mod.views, kernels = run_steps(graph, kernels)
     loop_inputs = {mod.views[v].inputs[0] if v in mod.views else v
                    for k in kernels if k.kind == "loop" for v in k.inputs if v.type.ndim}
+    plan = unpacking(graph, kernels, mod.consts)
+    for v, x in plan.aliases.items():
+        mod.names[v] = mod.name(x)
+    kernels = [k for k in kernels if k.kind != "library" or k.nodes[0] not in plan.dropped]
     body: list[str] = []
     for v in graph.inputs:  # the kernels read C-contiguous arrays of the signature's dtype
         if v in loop_inputs:
@@ -200,8 +206,10 @@ def generate(graph: Graph, profile: bool = False, later: bool = False,
         elif _correlate_kernel(kern.nodes[0], later or in_loop):
             _emit_correlate(mod, k, kern.nodes[0], body, where)
         else:
-            _emit_library(mod, k, kern.nodes[0], body, where, kern.nodes[0].out in loop_inputs,
-                          kern.nodes[0] in in_place, loop_step)
+            node = kern.nodes[0]
+            if not _emit_unpacked(mod, k, node, plan, body, where, loop_inputs):
+                _emit_library(mod, k, node, body, where, node.out in loop_inputs,
+                              node in in_place, loop_step)
         if profile:
             body.insert(start, "t_start = clock()")
             body.append(f"record({k}, t_start, clock() - t_start)")
@@ -317,6 +325,9 @@ def _inline_call(mod: Module, k: int, node: Node, in_place: bool, body: list[str
         return _draw_call(mod, k, node)
     if node.op == "loop_output":  # (the registry's implementation, less its keywords)
         return f"{mod.name(node.inputs[0])}[{node.attrs['index']!r}]"
+    if node.op == "full" and set(node.attrs) == {"shape", "dtype", "value"}:
+        mod.namespace[f"attrs{k}"] = tuple(node.attrs[a] for a in ("shape", "value", "dtype"))
+        return f"np.full(*attrs{k})"  # (the registry's lambda, less its frame)
     x = node.inputs[0] if node.inputs else None
     if x is None:
         return None
@@ -326,13 +337,27 @@ def _inline_call(mod: Module, k: int, node: Node, in_place: bool, body: list[str
                f"axis={attrs['axis']!r})"
     if node.op == "convert":  # (the registry's implementation, spelt out)
         mod.namespace[f"dtype{k}"] = attrs["dtype"]
-        return f"np.asarray({name}).astype(dtype{k})"
+        return f"{name}.astype(dtype{k})" if x.type.ndim else \
+            f"np.asarray({name}).astype(dtype{k})"
     if node.op == "slogdet" and x.type.ndim == 2:  # the registry packs with two reshapes
         return f"np.array(np.linalg.slogdet({name}))"  # (4 us): [sign, logabsdet] as one
     if x.type.ndim == 0:
         if node.op == "reshape":  # a 0-d value may be a Python scalar: no method
             return f"np.asarray({name}).reshape({tuple(attrs['shape'])!r})"
         return None
+    if node.op in ("eigh", "svd") and x.type.ndim == 2:
+        single = _single_part(node)  # (its one part is the packed result: no packing)
+        if single is not None:
+            return single.format(x=name)
+    if node.op == "pad" and _pad_fill(node) is not None:
+        mod.namespace[f"fill{k}"] = _pad_fill(node)  # (np.pad's Python takes 10 us)
+        mod.namespace[f"key{k}"] = tuple(slice(a, a + d) for (a, _), d in
+                                         zip(attrs["widths"], x.type.shape, strict=True))
+        out = mod.name(node.out)
+        body.append(f"step = {k}; {out} = np.full({node.out.type.shape!r}, fill{k})"
+                    "  # pad: the fill, then the operand")
+        body.append(f"step = {k}; {out}[key{k}] = {name}")
+        return out
     if node.op == "slice":
         mod.namespace[f"key{k}"] = slice_key(**attrs)
         return f"{name}[key{k}]"
@@ -345,10 +370,17 @@ def _inline_call(mod: Module, k: int, node: Node, in_place: bool, body: list[str
         return f"{name}.transpose({tuple(attrs['perm'])!r})"
     if node.op in _REDUCE and set(attrs) <= {"axis", "keepdims", "dtype"}:
         ufunc, with_dtype = _REDUCE[node.op]
-        mod.namespace[f"reduce{k}"] = ufunc.reduce
-        mod.namespace[f"attrs{k}"] = {a: attrs[a] for a in ("axis", "keepdims", "dtype")
-                                      if a in attrs and (with_dtype or a != "dtype")}
-        return f"reduce{k}({name}, **attrs{k})"
+        mod.namespace[f"reduce{k}"] = ufunc.reduce  # (positional: keywords cost 0.5 us)
+        args = [name, _axis_literal(attrs.get("axis"))]
+        if with_dtype and attrs.get("dtype") is not None:
+            mod.namespace[f"dtype{k}"] = attrs["dtype"]
+            args.append(f"dtype{k}")
+        if attrs.get("keepdims"):
+            args.append("keepdims=True")
+        return f"reduce{k}({', '.join(args)})"
+    if node.op in ("argmax", "argmin") and set(attrs) == {"axis", "keepdims"}:
+        keep = ", keepdims=True" if attrs["keepdims"] else ""  # (numpy.argmax's method)
+        return f"{name}.{node.op}({_axis_literal(attrs['axis'])}{keep})"
     if node.op == "update_slice":
         mod.namespace[f"key{k}"] = slice_key(**attrs)
         out = name if in_place else mod.name(node.out)
@@ -407,6 +439,79 @@ def _draw_call(mod: Module, k: int, node: Node) -> str | None:
     return f"draw{k}(*params{k}, **attrs{k})"
 
 
+def _part_names(mod: Module, packed: Node, plan: Unpacking) -> list[str]:
+    """The runner's names for the parts of unpacked ``packed`` (a part nothing reads is
+    named after the packed value, which the runner never makes)."""
+    return [mod.name(v) if v is not None else f"{mod.name(packed.out)}_{i}"
+            for i, v in enumerate(plan.parts[packed])]
+
+
+def _emit_unpacked(mod: Module, k: int, node: Node, plan: Unpacking, body: list[str],
+                   where: str, loop_inputs: set[Value]) -> bool:
+    """Emit library step ``node`` as ``lib_steps.py`` plans it, if it does: a packed
+    call unpacked into its parts' names (those loop kernels read made C-contiguous), an
+    element, an inner product, scalar arithmetic, or a det from an unpacked slogdet."""
+    if node in plan.parts:
+        names = ", ".join(_part_names(mod, node, plan))
+        body.append(f"step = {k}; {names} = {unpacked_call(node, mod.name(node.inputs[0]))}"
+                    f"  # {node.op}, unpacked, {where}")
+        for v in plan.parts[node]:
+            if v in loop_inputs:
+                t = v.type
+                body.append(f"step = {k}; {mod.name(v)} = operand({mod.name(v)}, "
+                            f"{NUMBA.dtype_name(t.dtype)}, {t.shape})")
+        return True
+    if node in plan.operators:
+        a, b = (mod.name(v) for v in node.inputs)
+        body.append(f"step = {k}; {mod.name(node.out)} = {a} {plan.operators[node]} {b}"
+                    f"  # {node.op}, NumPy scalars, {where}")
+        return True
+    if node in plan.elements:  # (a slice's starts are in range: slice_rule normalises)
+        index = ", ".join(str(int(i)) for i in node.attrs["starts"])
+        body.append(f"step = {k}; {mod.name(plan.elements[node])} = "
+                    f"{mod.name(node.inputs[0])}[{index}]  # slice, one element, {where}")
+        return True
+    if node in plan.dots:
+        u, v, out = plan.dots[node]
+        body.append(f"step = {k}; {mod.name(out)} = np.dot({mod.name(u)}, {mod.name(v)})"
+                    f"  # matmul, a row by a column, {where}")
+        return True
+    if node in plan.dets:
+        mod.namespace["det_from_slogdet"] = det_from_slogdet
+        sign, logdet = _part_names(mod, plan.dets[node], plan)
+        body.append(f"step = {k}; {mod.name(node.out)} = det_from_slogdet({sign}, {logdet}, "
+                    f"{mod.name(node.inputs[0])})  # det, from the slogdet, {where}")
+        return True
+    return False
+
+
+def _axis_literal(axis) -> str:
+    """A reduction's axes as its call's literal: one axis as an int (NumPy parses a tuple
+    more slowly, and reduces over it alike)."""
+    if isinstance(axis, (tuple, list)):
+        return repr(int(axis[0])) if len(axis) == 1 else repr(tuple(int(a) for a in axis))
+    return repr(None if axis is None else int(axis))
+
+
+def _single_part(node: Node) -> str | None:
+    """The NumPy call computing a 2-d eigh or svd whose only part is its values."""
+    if node.op == "eigh" and not node.attrs["vectors"]:
+        return "np.linalg.eigvalsh({x}, UPLO=" + repr(node.attrs["UPLO"]) + ")"
+    if node.op == "svd" and not node.attrs["compute_uv"]:
+        return "np.linalg.svd({x}, compute_uv=False)"
+    return None
+
+
+def _pad_fill(node: Node) -> np.generic | None:
+    """The value ``np.pad`` fills pad step ``node``'s border with, as a scalar of its
+    dtype, or None where taking it from a padded element could differ (it raises)."""
+    dtype = node.out.type.dtype
+    try:
+        return np.pad(np.zeros(1, dtype), 1, constant_values=node.attrs["value"])[0]
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
 def _nbytes(v: Value) -> int:
     return v.type.size * v.type.dtype.itemsize
 
@@ -429,7 +534,8 @@ def _emit_library(mod: Module, k: int, node: Node, body: list[str], where: str,
     if call is None:
         call = f"{fn}({', '.join(args)})"
     out = node.out.type
-    if kernel_input:  # kernels read C-contiguous arrays of exactly the IR's type
+    # kernels read C-contiguous arrays of exactly the IR's type (np.full makes one)
+    if kernel_input and node.op != "full":
         call = f"operand({call}, {NUMBA.dtype_name(out.dtype)}, {out.shape})"
     what = f"{node.op} in place" if in_place else \
         f"{node.op}, compiled (see below)" if compiled else node.op
