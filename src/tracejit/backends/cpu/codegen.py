@@ -169,6 +169,7 @@ def generate(graph: Graph, profile: bool = False, later: bool = False,
     mod = Module(graph)
     in_place = _updates_in_place(graph, kernels)
     mod.views, kernels = run_steps(graph, kernels)
+    products, kernels = _vector_products(graph, kernels)
     loop_inputs = {mod.views[v].inputs[0] if v in mod.views else v
                    for k in kernels if k.kind == "loop" for v in k.inputs if v.type.ndim}
     body: list[str] = []
@@ -181,6 +182,9 @@ def generate(graph: Graph, profile: bool = False, later: bool = False,
         start = len(body)
         if kern.kind == "loop":
             LoopEmitter(mod, k, kern, where).emit(body)
+        elif kern.nodes[0] in products:
+            _emit_vector_product(mod, k, kern.nodes[0], products[kern.nodes[0]], body, where,
+                                 loop_inputs)
         else:
             _emit_library(mod, k, kern.nodes[0], body, where, kern.nodes[0].out in loop_inputs,
                           kern.nodes[0] in in_place, loop_step)
@@ -230,6 +234,66 @@ def _kernel_views(graph: Graph, kernels: list[Kernel]) -> dict[Value, Node]:
             if k.kind == "library" and k.nodes[0].op == "slice"
             and k.nodes[0].out not in outputs and k.nodes[0].out in readers
             and all(r.kind == "loop" and n.op != "matmul" for r, n in readers[k.nodes[0].out])}
+
+
+def _vector_products(graph: Graph, kernels: list[Kernel]
+                     ) -> tuple[dict[Node, tuple[Value, Value, Value]], list[Kernel]]:
+    """The matrix-vector products the trace spells in 2-D (``A @ y`` on a 1-D ``y`` is
+    ``reshape(y, (n, 1))``, a matmul and a reshape of its ``(m, 1)`` result back to
+    ``(m,)``; ``y @ A`` likewise with ``(1, n)``), each run as one ``np.matmul`` on the 1-D
+    operand: NumPy's own call for what the user wrote, less two reshape steps (a fifth of a
+    microsecond each). Per such matmul step, its operands and the value it then computes
+    (the final reshape's); and the steps left to run (those reshapes dropped). Only where
+    the 2-D values are read by nothing else (a reshape of the operand read elsewhere stays)."""
+    producers = graph.producers()
+    readers: dict[Value, list[Node]] = {}
+    for node in graph.nodes:
+        for v in node.inputs:
+            readers.setdefault(v, []).append(node)
+    library = {k.nodes[0] for k in kernels if k.kind == "library"}
+    outputs = set(graph.outputs)
+
+    def only_reader(v: Value) -> Node | None:
+        r = readers.get(v, [])
+        return r[0] if len(r) == 1 and v not in outputs and r[0] in library else None
+
+    def vector(v: Value) -> Node | None:  # the step reshaping a 1-D value into v
+        node = producers.get(v)
+        return node if (node is not None and node in library and node.op == "reshape"
+                        and node.inputs[0].type.ndim == 1) else None
+
+    products: dict[Node, tuple[Value, Value, Value]] = {}
+    dropped: set[Node] = set()
+    for node in library:
+        if node.op != "matmul" or node.out.type.ndim != 2:
+            continue
+        (a, b), (m, p) = node.inputs, node.out.type.shape
+        back = only_reader(node.out)
+        if back is None or back.op != "reshape" or back.out.type.ndim != 1:
+            continue
+        va, vb = vector(a), vector(b)
+        if vb is not None and va is None and p == 1 and a.type.ndim == 2:  # A @ y
+            vec, operands = vb, (a, vb.inputs[0])
+        elif va is not None and vb is None and m == 1 and b.type.ndim == 2:  # y @ A
+            vec, operands = va, (va.inputs[0], b)
+        else:
+            continue
+        products[node] = (*operands, back.out)
+        dropped.add(back)
+        if only_reader(vec.out) is node:
+            dropped.add(vec)
+    return products, [k for k in kernels if not (k.kind == "library" and k.nodes[0] in dropped)]
+
+
+def _emit_vector_product(mod: Module, k: int, node: Node, product: tuple[Value, Value, Value],
+                         body: list[str], where: str, loop_inputs: set[Value]) -> None:
+    a, b, out = product
+    mod.namespace[f"lib{k}"] = np.matmul
+    call = f"lib{k}({mod.name(a)}, {mod.name(b)})"
+    if out in loop_inputs and not a.type.dtype == b.type.dtype == out.type.dtype:
+        # (NumPy's product of two arrays of one dtype is a new C-contiguous array of it)
+        call = f"operand({call}, {NUMBA.dtype_name(out.type.dtype)}, {out.type.shape})"
+    body.append(f"step = {k}; {mod.name(out)} = {call}  # matmul of a vector, {where}")
 
 
 def _update_slice_in_place(x, updates, *, starts, stops, steps):
