@@ -126,3 +126,158 @@ def test_a_vector_dot_and_a_matrix_product_are_left_alone(policy):
     for got, _ in _both_tiers(tj.jit(f), lambda: (a, y)):
         np.testing.assert_allclose(got[0], want[0], rtol=1e-14)
         np.testing.assert_allclose(got[1], want[1], rtol=1e-14)
+
+
+# ---------------------------------------------------------------- computed in the argument
+
+def _destinations(f) -> dict:
+    (entry,) = f._cache.values()
+    return entry.runner.namespace.get("destinations", {})
+
+
+def sgd_update(x, g, lr, out):
+    np.multiply(g, -lr, out=out)
+    np.add(out, x, out=out)
+    return out
+
+
+def test_an_out_argument_is_computed_in_and_returned_as_itself(policy):
+    rng = np.random.default_rng(7)
+    x, g = rng.random(300), rng.random(300)
+    want = sgd_update(x, g, 0.1, np.zeros(300))
+    f = tj.jit(sgd_update)
+    for got, args in _both_tiers(f, lambda: (x, g, 0.1, np.zeros(300))):
+        assert got is args[3]
+        np.testing.assert_array_equal(got, want)
+    assert any(3 in args for args in _destinations(f).values())
+
+
+@pytest.mark.parametrize("make_out", [lambda: np.zeros((4, 6), order="F"),
+                                      lambda: np.zeros((6, 4)).T,
+                                      lambda: np.zeros((4, 12))[:, ::2],
+                                      lambda: np.zeros((4, 6), np.dtype(">f8"))],
+                         ids=["fortran", "transposed", "strided", "big-endian"])
+def test_an_out_argument_not_c_contiguous_or_not_native_as_numpy(policy, make_out):
+    rng = np.random.default_rng(8)
+    x, g = rng.random((4, 6)), rng.random((4, 6))
+    want = sgd_update(x, g, 0.5, make_out())
+    f = tj.jit(sgd_update)
+    for got, args in _both_tiers(f, lambda: (x, g, 0.5, make_out())):
+        assert got is args[3]
+        np.testing.assert_array_equal(got, want)
+
+
+def test_an_out_argument_that_is_an_input_too_is_refused_as_before():
+    from tracejit.errors import InPlaceArgumentError
+
+    x, g = np.ones(8), np.ones(8)
+    f = tj.jit(sgd_update)
+    f(x, g, 0.1, np.zeros(8))
+    with pytest.raises(InPlaceArgumentError):
+        f(x, g, 0.1, x)
+    np.testing.assert_array_equal(x, np.ones(8))  # (raised before anything ran)
+
+
+def reversed_into_itself(x):
+    x[...] = x[::-1] + 1
+
+
+def transposed_into_itself(a):
+    a[...] = a.T * 2
+
+
+def shifted_into_itself(x):
+    x[1:] += x[:-1]
+
+
+@pytest.mark.parametrize("fn, make", [
+    (reversed_into_itself, lambda: np.arange(9.0)),
+    (transposed_into_itself, lambda: np.arange(16.0).reshape(4, 4)),
+    (shifted_into_itself, lambda: np.arange(7.0))])
+def test_a_write_reading_a_view_of_its_argument_reads_the_old_values(policy, fn, make):
+    """NumPy computes the right-hand side before assigning: a kernel computing it in the
+    argument's memory would read elements it has already overwritten."""
+    want = make()
+    fn(want)
+    for got, args in _both_tiers(tj.jit(fn), lambda: (make(),)):
+        assert got is None
+        np.testing.assert_array_equal(args[0], want)
+
+
+def written_then_read(x, z):
+    y = x * 2
+    w = x + z
+    x[...] = y
+    return w
+
+
+def read_then_written(x, z):
+    w = x + z
+    x[...] = x * 2
+    return w
+
+
+@pytest.mark.parametrize("fn", [written_then_read, read_then_written])
+def test_an_argument_read_beside_the_kernel_computing_its_new_value(policy, fn):
+    """A kernel stores each output at once: a node reading the argument after the stored
+    one must read its old value."""
+    rng = np.random.default_rng(9)
+    x0, z = rng.random(50), rng.random(50)
+    want_x = x0.copy()
+    want = fn(want_x, z)
+    for got, args in _both_tiers(tj.jit(fn), lambda: (x0.copy(), z)):
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(args[0], want_x)
+
+
+def returns_its_new_value(x):
+    y = x * 2 + 1
+    x[...] = y
+    return y
+
+
+def test_a_returned_result_is_not_the_argument_it_was_written_to(policy):
+    """NumPy returns ``y``, an array of its own: not the caller's ``x``."""
+    x0 = np.arange(5.0)
+    f = tj.jit(returns_its_new_value)
+    for got, args in _both_tiers(f, lambda: (x0.copy(),)):
+        assert got is not args[0] and not np.shares_memory(got, args[0])
+        np.testing.assert_array_equal(got, x0 * 2 + 1)
+        np.testing.assert_array_equal(args[0], x0 * 2 + 1)
+
+
+def test_two_arguments_written_and_one_also_read_after(policy):
+    def f(a, b):
+        a += 1
+        b *= a
+        return a.sum() + b.sum()
+
+    rng = np.random.default_rng(10)
+    a0, b0 = rng.random(40), rng.random(40)
+    wa, wb = a0.copy(), b0.copy()
+    want = f(wa, wb)
+    for got, args in _both_tiers(tj.jit(f), lambda: (a0.copy(), b0.copy())):
+        np.testing.assert_allclose(got, want, rtol=1e-14)
+        np.testing.assert_array_equal(args[0], wa)
+        np.testing.assert_array_equal(args[1], wb)
+
+
+def test_half_wave_rectify_and_gemm_in_place(policy):
+    def rectify(a):
+        a[a < 0] = 0
+
+    def gemm(alpha, beta, c, a, b):
+        c *= beta
+        c += alpha * a @ b
+
+    rng = np.random.default_rng(11)
+    s0 = rng.random(400) - 0.5
+    want = s0.copy()
+    rectify(want)
+    for _, args in _both_tiers(tj.jit(rectify), lambda: (s0.copy(),)):
+        np.testing.assert_array_equal(args[0], want)
+    c0, a, b = rng.random((24, 24)), rng.random((24, 24)), rng.random((24, 24))
+    want = c0.copy()
+    gemm(1.5, 1.2, want, a, b)
+    for _, args in _both_tiers(tj.jit(gemm), lambda: (1.5, 1.2, c0.copy(), a, b)):
+        np.testing.assert_array_equal(args[2], want)

@@ -170,6 +170,8 @@ def generate(graph: Graph, profile: bool = False, later: bool = False,
     in_place = _updates_in_place(graph, kernels)
     mod.views, kernels = run_steps(graph, kernels)
     products, kernels = _vector_products(graph, kernels)
+    into = {} if in_loop else _destinations(graph, kernels)
+    mod.destinations = {graph.outputs[j]: f"o{j}" for j in into}
     loop_inputs = {mod.views[v].inputs[0] if v in mod.views else v
                    for k in kernels if k.kind == "loop" for v in k.inputs if v.type.ndim}
     body: list[str] = []
@@ -191,7 +193,9 @@ def generate(graph: Graph, profile: bool = False, later: bool = False,
         if profile:
             body.insert(start, "t_start = clock()")
             body.append(f"record({k}, t_start, clock() - t_start)")
-    args = ", ".join(mod.names[v] for v in graph.inputs)
+    args = ", ".join([*(mod.names[v] for v in graph.inputs), *(["*"] if into else []),
+                      *(f"o{j}=None" for j in into)])
+    mod.namespace["destinations"] = into
     outs = ", ".join(mod.name(v) for v in graph.outputs)
     runner = ["# runner: plain Python, calling the kernels above (as kernel<step>), C functions",
               f"def run({args}):", "    step = -1", "    try:"]
@@ -294,6 +298,76 @@ def _emit_vector_product(mod: Module, k: int, node: Node, product: tuple[Value, 
         # (NumPy's product of two arrays of one dtype is a new C-contiguous array of it)
         call = f"operand({call}, {NUMBA.dtype_name(out.type.dtype)}, {out.type.shape})"
     body.append(f"step = {k}; {mod.name(out)} = {call}  # matmul of a vector, {where}")
+
+
+def _destinations(graph: Graph, kernels: list[Kernel]) -> dict[int, frozenset[int]]:
+    """Per graph output position, the arguments whose memory the runner may compute that
+    output in (its keyword ``o<position>``, None by default: a new array), so that a
+    function writing a whole argument (``x += A @ y``, ``np.add(a, b, out=out)``) stores
+    no temporary back: ``jit`` passes the caller's array there when the write-back path
+    finds it a C-contiguous, aligned, native array sharing no memory with the other
+    arguments (``api._Writes``). Offered for the last position of an output that a
+    loop kernel computes (no reduction, over the output's own shape) or a ufunc library
+    step does (``out=``), where the argument, and every view of it, is read by no later
+    step, by no step whose result might be its memory, and by that step only element for
+    element, before the output is stored (a kernel reads ``x[i]`` in the nodes up to the
+    output's, which it stores as ``o[i]`` at once; NumPy's ufuncs allow an input that is
+    exactly the output), and is no graph output."""
+    step = {n: i for i, k in enumerate(kernels) for n in k.nodes}  # (a view is no step)
+    readers: dict[Value, list[Node]] = {}
+    for node in graph.nodes:
+        for v in node.inputs:
+            readers.setdefault(v, []).append(node)
+    outputs = set(graph.outputs)
+
+    def computes(k: int, v: Value) -> bool:
+        kern, node = kernels[k], kernels[k].nodes[0]
+        if kern.kind == "loop":
+            return not kern.reductions and kern.shape == v.type.shape and kern.rows is None
+        return (isinstance(REGISTRY[node.op].impl, np.ufunc) and REGISTRY[node.op].impl.nout == 1
+                and not node.attrs and node.op not in _IN_PLACE)
+
+    def fresh(k: int) -> bool:  # a step whose results are new arrays, never its inputs
+        kern, node = kernels[k], kernels[k].nodes[0]
+        return kern.kind == "loop" or node.op in _FRESH or node.op in _REDUCE or (
+            isinstance(REGISTRY[node.op].impl, np.ufunc))
+
+    def writable(x: Value, k: int, v: Value) -> bool:
+        kern, seen, todo = kernels[k], set(), [x]
+        # (a kernel stores each output's element as soon as it is computed: the nodes
+        # reading x come no later than v's)
+        last = next((j for j, n in enumerate(kern.nodes) if n.out is v), 0)
+        while todo:
+            val = todo.pop()
+            if val in outputs or val in seen:
+                return False
+            seen.add(val)
+            for r in readers.get(val, ()):
+                if r.op in VIEW_OPS:
+                    todo.append(r.out)
+                    continue
+                at = step.get(r)
+                if at is None or at > k or (at < k and not fresh(at)):
+                    return False
+                if at == k and (val is not x or (
+                        kern.axes.get(x) != tuple(range(x.type.ndim)) or kern.nodes.index(r) > last
+                        if kern.kind == "loop" else x.type.shape != v.type.shape)):
+                    return False
+        return True
+
+    producing = {v: i for i, k in enumerate(kernels) for v in (k.outputs if k.kind == "loop"
+                                                                else [k.nodes[0].out])}
+    last = {v: j for j, v in enumerate(graph.outputs)}
+    into: dict[int, frozenset[int]] = {}
+    for v, j in last.items():
+        k = producing.get(v)
+        if k is None or not v.type.ndim or not computes(k, v):
+            continue
+        args = frozenset(i for i, x in enumerate(graph.inputs)
+                         if x.type == v.type and writable(x, k, v))
+        if args:
+            into[j] = args
+    return into
 
 
 def _update_slice_in_place(x, updates, *, starts, stops, steps):
@@ -421,6 +495,8 @@ def _emit_library(mod: Module, k: int, node: Node, body: list[str], where: str,
             mod.namespace[f"attrs{k}"] = node.attrs
             args.append(f"**attrs{k}")
     if call is None:
+        if node.out in mod.destinations:  # (a ufunc: ``out=None`` allocates, as without)
+            args.append(f"out={mod.destinations[node.out]}")
         call = f"{fn}({', '.join(args)})"
     out = node.out.type
     if kernel_input:  # kernels read C-contiguous arrays of exactly the IR's type
