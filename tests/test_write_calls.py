@@ -281,3 +281,25 @@ def test_half_wave_rectify_and_gemm_in_place(policy):
     gemm(1.5, 1.2, want, a, b)
     for _, args in _both_tiers(tj.jit(gemm), lambda: (1.5, 1.2, c0.copy(), a, b)):
         np.testing.assert_array_equal(args[2], want)
+
+
+def written_then_raising(x, a, i):
+    y = x * 2
+    z = a[i + (y[:1] > 1e300)]  # (a step after y's: it reads y)
+    x[...] = y
+    return z
+
+
+def test_a_step_raising_after_the_new_value_leaves_the_argument_as_numpy(policy):
+    """NumPy raises before the assignment: the caller's array keeps its values."""
+    x0, a = np.arange(6.0), np.arange(4.0)
+    f = tj.jit(written_then_raising)
+    x = x0.copy()
+    assert f(x, a, np.array([1, 2])).tolist() == [1.0, 2.0]
+    np.testing.assert_array_equal(x, x0 * 2)
+    f.wait_compiled()
+    for _ in range(2):
+        x = x0.copy()
+        with pytest.raises(IndexError):
+            f(x, a, np.array([1, 9]))
+        np.testing.assert_array_equal(x, x0)

@@ -355,13 +355,19 @@ def _destinations(graph: Graph, kernels: list[Kernel]) -> dict[int, frozenset[in
                     return False
         return True
 
+    # (a step after the argument's new value is stored must not raise: NumPy would leave
+    # the argument as it was where the write comes after the raising statement)
+    quiet = len(kernels)
+    while quiet and (kernels[quiet - 1].kind == "loop" or kernels[quiet - 1].nodes[0].op
+                     in VIEW_OPS):
+        quiet -= 1
     producing = {v: i for i, k in enumerate(kernels) for v in (k.outputs if k.kind == "loop"
                                                                 else [k.nodes[0].out])}
     last = {v: j for j, v in enumerate(graph.outputs)}
     into: dict[int, frozenset[int]] = {}
     for v, j in last.items():
         k = producing.get(v)
-        if k is None or not v.type.ndim or not computes(k, v):
+        if k is None or k + 1 < quiet or not v.type.ndim or not computes(k, v):
             continue
         args = frozenset(i for i, x in enumerate(graph.inputs)
                          if x.type == v.type and writable(x, k, v))
