@@ -501,9 +501,10 @@ def _emit_library(mod: Module, k: int, node: Node, body: list[str], where: str,
             mod.namespace[f"attrs{k}"] = node.attrs
             args.append(f"**attrs{k}")
     if call is None:
-        if node.out in mod.destinations:  # (a ufunc: ``out=None`` allocates, as without)
-            args.append(f"out={mod.destinations[node.out]}")
         call = f"{fn}({', '.join(args)})"
+        into = mod.destinations.get(node.out)
+        if into is not None:  # (a ufunc; a keyword costs it a tenth of a microsecond)
+            call = f"{call} if {into} is None else {fn}({', '.join(args)}, out={into})"
     out = node.out.type
     if kernel_input:  # kernels read C-contiguous arrays of exactly the IR's type
         call = f"operand({call}, {NUMBA.dtype_name(out.dtype)}, {out.shape})"
