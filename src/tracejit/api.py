@@ -288,7 +288,7 @@ class _Entry:
                  writes: tuple = (), aliases: tuple = ()):
         self.writes = writes  # (argument leaf, regions) it writes to: see trace_function
         self.aliases = aliases  # (output, argument leaf, view path) it returns: the same
-        self.run = _writing(runner.fn, writes, lowered.optimized_graph, aliases)
+        self.run = _writing(runner, writes, lowered.optimized_graph, aliases)
         self.runner = runner
         self.out_tree = out_tree
         self.lowered = lowered
@@ -322,7 +322,7 @@ class _Entry:
                 self.pending.set_exception(e)
                 return
             self.runner, self.profiled = runner, None
-            self.run = _writing(runner.fn, self.writes, self.lowered.optimized_graph,
+            self.run = _writing(runner, self.writes, self.lowered.optimized_graph,
                                 self.aliases)  # the switch
             self.interpreting = False
             _log_switch(self, time.perf_counter() - start)
@@ -1146,11 +1146,15 @@ def _none(outs) -> None:
     return None
 
 
-def _writing(fn, writes: tuple, graph: Graph, aliases: tuple = ()):
-    """``fn`` (a runner's), then what the function wrote to its arguments (its last
+def _writing(runner: Runner, writes: tuple, graph: Graph, aliases: tuple = ()):
+    """``runner``'s function, then what the function wrote to its arguments (its last
     outputs: see ``trace_function``) stored into the caller's arrays, as NumPy would have
     changed them; returns the function's own outputs, those that NumPy returns as an
-    argument or a view of one (``aliases``) as that view of the caller's array."""
+    argument or a view of one (``aliases``) as that view of the caller's array. A runner
+    whose namespace names ``destinations`` (per output position, the arguments it may
+    compute it in: the CPU backend's) computes a whole-argument write in the caller's
+    array where the common path finds that safe."""
+    fn = runner.fn
     if not writes and not aliases:
         return fn
     writer = _Writes(writes, graph, aliases)
@@ -1160,7 +1164,7 @@ def _writing(fn, writes: tuple, graph: Graph, aliases: tuple = ()):
         check(leaves)
         return store(leaves, fn(*leaves))
 
-    return writer.fast(fn, run)
+    return writer.fast(fn, run, getattr(runner, "namespace", {}).get("destinations", {}))
 
 
 _HOST = (np.ndarray, np.generic)
@@ -1193,22 +1197,36 @@ class _Writes:
     def _name(self, i: int) -> str:
         return self.graph.inputs[i].name or f"in{i}"
 
-    def fast(self, fn, slow):
+    def fast(self, fn, slow, destinations: dict | None = None):
         """``slow`` (``fn`` between ``check`` and ``store``) specialised to this signature
         for the common call: every written argument an ndarray owning its memory, every
         other one owning its own or no ndarray, results the runner's own arrays. Python
         code written out line by line (each loop and attribute look-up ``check`` and
         ``store`` make costs tens of nanoseconds, a microsecond in all); any other call
-        goes through ``slow``, which raises as those do."""
+        goes through ``slow``, which raises as those do. ``destinations``: per output
+        position, the arguments ``fn`` may compute it in (keyword ``o<position>``): a
+        whole argument written there is passed when C-contiguous, aligned and of the
+        output's (native) dtype, the checks here having made it disjoint from the others;
+        ``fn`` then returns it and nothing is stored back."""
+        destinations = destinations or {}
         leaves = [f"l{j}" for j in range(len(self.graph.inputs))]
         sig = ", ".join(leaves)
         written = [i for i, _ in self.keys]
+        into, j = {}, self.n  # output position: the leaf passed as its destination
+        for i, keys in self.keys:
+            for key in keys:
+                if key is Ellipsis and i in destinations.get(j, ()):
+                    into[j] = i
+                j += 1
         lines = [f"def run({sig}):"]
         for i in written:
             lines += [f"    if type(l{i}) is not ndarray: return slow({sig})",
                       f"    f = l{i}.flags",
                       f"    if not f.writeable or l{i}.base is not None or not f.owndata: "
                       f"return slow({sig})"]
+            for j in (j for j, leaf in into.items() if leaf == i):
+                lines.append(f"    d{j} = l{i} if f.c_contiguous and f.aligned and "
+                             f"l{i}.dtype is dtype{j} else None")
         for j in sorted({j for _, others in self.others for j in others} - set(written)):
             lines.append(f"    if isinstance(l{j}, ndarray) and (l{j}.base is not None or "
                          f"not l{j}.flags.owndata): return slow({sig})")
@@ -1216,15 +1234,17 @@ class _Writes:
             same = " or ".join(f"l{j} is l{i}" for j in others)
             if same:
                 lines.append(f"    if {same}: return slow({sig})")
-        lines.append(f"    outs = fn({sig})")
+        lines.append(f"    outs = fn({', '.join([sig, *(f'o{j}=d{j}' for j in into)])})")
         for k in self.unaliased:  # a result that is or may view a written argument
-            unsafe = " or ".join(["o.base is not None", *(f"o is l{i}" for i in written)])
+            unsafe = " or ".join(["o.base is not None", *(f"o is l{i}" for i in written
+                                                          if into.get(k) != i)])
             host = "" if k < self.n else " or not isinstance(o, HOST)"
             lines += [f"    o = outs[{k}]",
                       f"    if isinstance(o, ndarray) and ({unsafe}){host}: "
                       f"return store(({sig},), outs)"]
         namespace = {"ndarray": _ndarray, "HOST": _HOST, "slow": slow, "fn": fn,
-                     "store": self.store, "returned": _returned}
+                     "store": self.store, "returned": _returned,
+                     **{f"dtype{j}": self.graph.outputs[j].type.dtype for j in into}}
         j = self.n
         for i, keys in self.keys:
             for key in keys:

@@ -187,6 +187,9 @@ def generate(graph: Graph, profile: bool = False, later: bool = False,
     mod = Module(graph)
     in_place = _updates_in_place(graph, kernels)
     mod.views, kernels = run_steps(graph, kernels)
+    products, kernels = _vector_products(graph, kernels)
+    into = {} if in_loop else _destinations(graph, kernels)
+    mod.destinations = {graph.outputs[j]: f"o{j}" for j in into}
     loop_inputs = {mod.views[v].inputs[0] if v in mod.views else v
                    for k in kernels if k.kind == "loop" for v in k.inputs if v.type.ndim}
     plan = unpacking(graph, kernels, mod.consts)
@@ -205,6 +208,9 @@ def generate(graph: Graph, profile: bool = False, later: bool = False,
             LoopEmitter(mod, k, kern, where).emit(body)
         elif _correlate_kernel(kern.nodes[0], later or in_loop):
             _emit_correlate(mod, k, kern.nodes[0], body, where)
+        elif kern.nodes[0] in products:
+            _emit_vector_product(mod, k, kern.nodes[0], products[kern.nodes[0]], body, where,
+                                 loop_inputs)
         else:
             node = kern.nodes[0]
             if not _emit_unpacked(mod, k, node, plan, body, where, loop_inputs):
@@ -213,7 +219,9 @@ def generate(graph: Graph, profile: bool = False, later: bool = False,
         if profile:
             body.insert(start, "t_start = clock()")
             body.append(f"record({k}, t_start, clock() - t_start)")
-    args = ", ".join(mod.names[v] for v in graph.inputs)
+    args = ", ".join([*(mod.names[v] for v in graph.inputs), *(["*"] if into else []),
+                      *(f"o{j}=None" for j in into)])
+    mod.namespace["destinations"] = into
     outs = ", ".join(mod.name(v) for v in graph.outputs)
     runner = ["# runner: plain Python, calling the kernels above (as kernel<step>), C functions",
               f"def run({args}):", "    step = -1", "    try:"]
@@ -256,6 +264,142 @@ def _kernel_views(graph: Graph, kernels: list[Kernel]) -> dict[Value, Node]:
             if k.kind == "library" and k.nodes[0].op == "slice"
             and k.nodes[0].out not in outputs and k.nodes[0].out in readers
             and all(r.kind == "loop" and n.op != "matmul" for r, n in readers[k.nodes[0].out])}
+
+
+def _vector_products(graph: Graph, kernels: list[Kernel]
+                     ) -> tuple[dict[Node, tuple[Value, Value, Value]], list[Kernel]]:
+    """The matrix-vector products the trace spells in 2-D (``A @ y`` on a 1-D ``y`` is
+    ``reshape(y, (n, 1))``, a matmul and a reshape of its ``(m, 1)`` result back to
+    ``(m,)``; ``y @ A`` likewise with ``(1, n)``), each run as one ``np.matmul`` on the 1-D
+    operand: NumPy's own call for what the user wrote, less two reshape steps (a fifth of a
+    microsecond each). Per such matmul step, its operands and the value it then computes
+    (the final reshape's); and the steps left to run (those reshapes dropped). Only where
+    the 2-D values are read by nothing else (a reshape of the operand read elsewhere stays)."""
+    producers = graph.producers()
+    readers: dict[Value, list[Node]] = {}
+    for node in graph.nodes:
+        for v in node.inputs:
+            readers.setdefault(v, []).append(node)
+    library = {k.nodes[0] for k in kernels if k.kind == "library"}
+    outputs = set(graph.outputs)
+
+    def only_reader(v: Value) -> Node | None:
+        r = readers.get(v, [])
+        return r[0] if len(r) == 1 and v not in outputs and r[0] in library else None
+
+    def vector(v: Value) -> Node | None:  # the step reshaping a 1-D value into v
+        node = producers.get(v)
+        return node if (node is not None and node in library and node.op == "reshape"
+                        and node.inputs[0].type.ndim == 1) else None
+
+    products: dict[Node, tuple[Value, Value, Value]] = {}
+    dropped: set[Node] = set()
+    for node in library:
+        if node.op != "matmul" or node.out.type.ndim != 2:
+            continue
+        (a, b), (m, p) = node.inputs, node.out.type.shape
+        back = only_reader(node.out)
+        if back is None or back.op != "reshape" or back.out.type.ndim != 1:
+            continue
+        va, vb = vector(a), vector(b)
+        if vb is not None and va is None and p == 1 and a.type.ndim == 2:  # A @ y
+            vec, operands = vb, (a, vb.inputs[0])
+        elif va is not None and vb is None and m == 1 and b.type.ndim == 2:  # y @ A
+            vec, operands = va, (va.inputs[0], b)
+        else:
+            continue
+        products[node] = (*operands, back.out)
+        dropped.add(back)
+        if only_reader(vec.out) is node:
+            dropped.add(vec)
+    return products, [k for k in kernels if not (k.kind == "library" and k.nodes[0] in dropped)]
+
+
+def _emit_vector_product(mod: Module, k: int, node: Node, product: tuple[Value, Value, Value],
+                         body: list[str], where: str, loop_inputs: set[Value]) -> None:
+    a, b, out = product
+    mod.namespace[f"lib{k}"] = np.matmul
+    call = f"lib{k}({mod.name(a)}, {mod.name(b)})"
+    if out in loop_inputs and not a.type.dtype == b.type.dtype == out.type.dtype:
+        # (NumPy's product of two arrays of one dtype is a new C-contiguous array of it)
+        call = f"operand({call}, {NUMBA.dtype_name(out.type.dtype)}, {out.type.shape})"
+    body.append(f"step = {k}; {mod.name(out)} = {call}  # matmul of a vector, {where}")
+
+
+def _destinations(graph: Graph, kernels: list[Kernel]) -> dict[int, frozenset[int]]:
+    """Per graph output position, the arguments whose memory the runner may compute that
+    output in (its keyword ``o<position>``, None by default: a new array), so that a
+    function writing a whole argument (``x += A @ y``, ``np.add(a, b, out=out)``) stores
+    no temporary back: ``jit`` passes the caller's array there when the write-back path
+    finds it a C-contiguous, aligned, native array sharing no memory with the other
+    arguments (``api._Writes``). Offered for the last position of an output that a
+    loop kernel computes (no reduction, over the output's own shape) or a ufunc library
+    step does (``out=``), where the argument, and every view of it, is read by no later
+    step, by no step whose result might be its memory, and by that step only element for
+    element, before the output is stored (a kernel reads ``x[i]`` in the nodes up to the
+    output's, which it stores as ``o[i]`` at once; NumPy's ufuncs allow an input that is
+    exactly the output), and is no graph output."""
+    step = {n: i for i, k in enumerate(kernels) for n in k.nodes}  # (a view is no step)
+    readers: dict[Value, list[Node]] = {}
+    for node in graph.nodes:
+        for v in node.inputs:
+            readers.setdefault(v, []).append(node)
+    outputs = set(graph.outputs)
+
+    def computes(k: int, v: Value) -> bool:
+        kern, node = kernels[k], kernels[k].nodes[0]
+        if kern.kind == "loop":
+            return not kern.reductions and kern.shape == v.type.shape and kern.rows is None
+        return (isinstance(REGISTRY[node.op].impl, np.ufunc) and REGISTRY[node.op].impl.nout == 1
+                and not node.attrs and node.op not in _IN_PLACE)
+
+    def fresh(k: int) -> bool:  # a step whose results are new arrays, never its inputs
+        kern, node = kernels[k], kernels[k].nodes[0]
+        return kern.kind == "loop" or node.op in _FRESH or node.op in _REDUCE or (
+            isinstance(REGISTRY[node.op].impl, np.ufunc))
+
+    def writable(x: Value, k: int, v: Value) -> bool:
+        kern, seen, todo = kernels[k], set(), [x]
+        # (a kernel stores each output's element as soon as it is computed: the nodes
+        # reading x come no later than v's)
+        last = next((j for j, n in enumerate(kern.nodes) if n.out is v), 0)
+        while todo:
+            val = todo.pop()
+            if val in outputs or val in seen:
+                return False
+            seen.add(val)
+            for r in readers.get(val, ()):
+                if r.op in VIEW_OPS:
+                    todo.append(r.out)
+                    continue
+                at = step.get(r)
+                if at is None or at > k or (at < k and not fresh(at)):
+                    return False
+                if at == k and (val is not x or (
+                        kern.axes.get(x) != tuple(range(x.type.ndim)) or kern.nodes.index(r) > last
+                        if kern.kind == "loop" else x.type.shape != v.type.shape)):
+                    return False
+        return True
+
+    # (a step after the argument's new value is stored must not raise: NumPy would leave
+    # the argument as it was where the write comes after the raising statement)
+    quiet = len(kernels)
+    while quiet and (kernels[quiet - 1].kind == "loop" or kernels[quiet - 1].nodes[0].op
+                     in VIEW_OPS):
+        quiet -= 1
+    producing = {v: i for i, k in enumerate(kernels) for v in (k.outputs if k.kind == "loop"
+                                                                else [k.nodes[0].out])}
+    last = {v: j for j, v in enumerate(graph.outputs)}
+    into: dict[int, frozenset[int]] = {}
+    for v, j in last.items():
+        k = producing.get(v)
+        if k is None or k + 1 < quiet or not v.type.ndim or not computes(k, v):
+            continue
+        args = frozenset(i for i, x in enumerate(graph.inputs)
+                         if x.type == v.type and writable(x, k, v))
+        if args:
+            into[j] = args
+    return into
 
 
 def _update_slice_in_place(x, updates, *, starts, stops, steps):
@@ -533,6 +677,9 @@ def _emit_library(mod: Module, k: int, node: Node, body: list[str], where: str,
             args.append(f"**attrs{k}")
     if call is None:
         call = f"{fn}({', '.join(args)})"
+        into = mod.destinations.get(node.out)
+        if into is not None:  # (a ufunc; a keyword costs it a tenth of a microsecond)
+            call = f"{call} if {into} is None else {fn}({', '.join(args)}, out={into})"
     out = node.out.type
     # kernels read C-contiguous arrays of exactly the IR's type (np.full makes one)
     if kernel_input and node.op != "full":

@@ -59,6 +59,8 @@ class Module:
             n.out: n.attrs["value"] for n in graph.nodes if n.op == "constant"}
         self.names: dict[Value, str] = {}
         self.views: dict[Value, Node] = {}  # slices kernels read in their base (codegen)
+        # outputs the runner may compute in a caller's array, by its keyword (codegen)
+        self.destinations: dict[Value, str] = {}
         for i, v in enumerate(graph.inputs):
             self.names[v] = f"a{i}"
         for i, v in enumerate(self.consts):
@@ -189,7 +191,9 @@ class LoopEmitter:
                                 f"{name} = np.empty({alloc}, {T})")
             else:
                 alloc = (node.out.type.shape if kern.is_row_level(node) else self.shape) or (1,)
-                self.pre.append(f"{name} = np.empty({alloc}, {T})")
+                into = self.mod.destinations.get(node.out)
+                self.pre.append(f"{name} = np.empty({alloc}, {T})" if into is None else
+                                f"{name} = np.empty({alloc}, {T}) if {into} is None else {into}")
             self.param(f"o{n}", name, node.out.type.dtype, alloc, kern.axes[node.out][:1] == (0,))
             if alloc != node.out.type.shape:
                 self.post.append(f"{name} = {name}.reshape({node.out.type.shape})")
