@@ -33,13 +33,23 @@ from collections.abc import Callable
 import numpy as np
 
 from ...ir import Graph, Node, Value
+from ...ir.registry import loop_dtypes, monoid_of
 from ...passes.fusion import LOOP_REDUCTIONS, Kernel, needed, phases
 from ..language import Const, Operand
-from .ops import NUMBA
+from .ops import MATH, NUMBA
 
 PARALLEL_MIN_SIZE = 1 << 17  # below this, a thread launch costs more than it saves
 PARALLEL_BLOCKS = 16  # blocks of a reduced first dimension, each with partial results
 LANE_BYTES = 64  # one AVX-512 register of partial accumulators per reduction
+
+# Ops whose Numba expression already has the float type its operands share (Python's
+# arithmetic, selections, abs, the math module's functions): computed in their output
+# dtype, their result is written without a cast, which is Numba front-end work per
+# statement (tests/test_kernel_source.py checks Numba's types against the IR's).
+_FLOAT_CLOSED = {"add", "subtract", "multiply", "true_divide", "negative", "positive",
+                 "square", "absolute", "fabs", "maximum", "minimum", "where", "matmul",
+                 *(op for op in MATH if op not in ("power", "float_power"))}
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 _IMPORTS = ["import numpy as np", "from numba import carray, cfunc, types",
             "from tracejit.backends.cpu.abi import U, arg, barrier, dim, num_threads, stack, "
@@ -226,6 +236,17 @@ class LoopEmitter:
         self.math |= NUMBA.math_calls(node)
         return NUMBA.expr(node, [self.ref[v] for v in node.inputs])
 
+    def typed(self, node: Node) -> str:
+        """The expression of elementwise ``node`` in its output dtype: cast where Numba
+        would type it otherwise (or might: every op not known ``_FLOAT_CLOSED``)."""
+        text, dtype = self.expr(node), node.out.type.dtype
+        if dtype in _FLOATS and node.op in _FLOAT_CLOSED:
+            dts = [v.type.dtype for v in node.inputs] if node.op == "matmul" else \
+                list(loop_dtypes(node)[1 if node.op == "where" else 0:])
+            if all(d == dtype for d in dts):
+                return text
+        return f"{NUMBA.dtype_name(dtype)}({text})"
+
     def identity(self, node: Node) -> str:
         """The literal reduction ``node`` starts from."""
         return NUMBA.identity(node.op, node.out.type.dtype)
@@ -233,7 +254,10 @@ class LoopEmitter:
     def fold(self, node: Node, acc: str, x: str) -> str:
         """``x`` folded into ``acc`` by reduction ``node``, in its output dtype."""
         dtype = node.out.type.dtype
-        return f"{NUMBA.dtype_name(dtype)}({NUMBA.combine(node.op, acc, x, dtype)})"
+        text = NUMBA.combine(node.op, acc, x, dtype)
+        if dtype in _FLOATS and monoid_of(node.op).combine in _FLOAT_CLOSED:
+            return text  # both sides are already in ``dtype``
+        return f"{NUMBA.dtype_name(dtype)}({text})"
 
     def accumulator(self, node: Node, lane: str | None) -> str:
         """Where reduction ``node`` accumulates: lane ``lane`` of its lane array, its
@@ -261,8 +285,7 @@ class LoopEmitter:
                 v = self.read(node.inputs[0], node.out.type.dtype)
                 lines.append(f"{acc} = {self.fold(node, acc, v)}  # {node.op}")
                 continue
-            T = NUMBA.dtype_name(node.out.type.dtype)
-            lines.append(f"{self.ref[node.out]} = {T}({self.expr(node)})  # {node.op}")
+            lines.append(f"{self.ref[node.out]} = {self.typed(node)}  # {node.op}")
             if node.out in kern.outputs:
                 lines.append(f"o{kern.nodes.index(node)}[{self.idx}] = {self.ref[node.out]}")
         return lines
@@ -323,12 +346,28 @@ class LoopEmitter:
         src = [f"    for b in {_share(str(nblocks))}:",
                f"        for i0 in range(b * U({n0}) // U({nblocks}), "
                f"(b + U(1)) * U({n0}) // U({nblocks})):"]
-        src += self.nest(1, "            ") + _COMBINE_HEAD
+        return src + self.nest(1, "            ") + _COMBINE_HEAD + self.combine_blocks()
+
+    def combine_blocks(self) -> list[str]:
+        """Thread 0 folds the blocks' partial results of a blocked scatter kernel into its
+        outputs, each element in block order: one loop nest per keepdims shape, with
+        plain ranges and literal indices (``np.ndindex`` and a loop per output cost
+        Numba's front end far more to compile, for the same machine code)."""
+        shapes: dict[tuple[int, ...], list[Node]] = {}
         for n in self.blocked:
-            j = self.kern.nodes.index(n)
-            src += [f"        for b in range({nblocks}):",
-                    f"            for jj in np.ndindex({_keepdims_shape(n, self.shape)}):",
-                    f"                o{j}[jj] = {self.fold(n, f'o{j}[jj]', f'p{j}[b][jj]')}"]
+            shapes.setdefault(_keepdims_shape(n, self.shape), []).append(n)
+        src = []
+        for shape, nodes in shapes.items():
+            src.append(f"        for b in range({PARALLEL_BLOCKS}):")
+            indent = "            "
+            for d, size in enumerate(shape):
+                if size > 1:
+                    src.append(f"{indent}for j{d} in range({size}):")
+                    indent += "    "
+            at = ", ".join(f"j{d}" if size > 1 else "0" for d, size in enumerate(shape))
+            for n in nodes:
+                j = self.kern.nodes.index(n)
+                src.append(f"{indent}o{j}[{at}] = {self.fold(n, f'o{j}[{at}]', f'p{j}[b, {at}]')}")
         return src
 
     def nest(self, first: int, indent: str) -> list[str]:
@@ -395,8 +434,7 @@ class LoopEmitter:
         row_index = ", ".join("0" if d >= split else f"i{d}" for d in range(self.nd))
         for n in self.row_level:
             if self.phase[n.out] == p:
-                T = NUMBA.dtype_name(n.out.type.dtype)
-                src.append(f"{indent}{self.ref[n.out]} = {T}({self.expr(n)})  # {n.op}")
+                src.append(f"{indent}{self.ref[n.out]} = {self.typed(n)}  # {n.op}")
                 if n.out in kern.outputs:
                     src.append(f"{indent}o{kern.nodes.index(n)}[{row_index}] = {self.ref[n.out]}")
         sinks = self.sinks(p)
