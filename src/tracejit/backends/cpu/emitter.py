@@ -51,9 +51,9 @@ _FLOAT_CLOSED = {"add", "subtract", "multiply", "true_divide", "negative", "posi
                  *(op for op in MATH if op not in ("power", "float_power"))}
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
-_IMPORTS = ["import numpy as np", "from numba import carray, cfunc, types",
+_IMPORTS = ["import numpy as np", "from numba import carray, cfunc, types",  # carray: fused.py
             "from tracejit.backends.cpu.abi import U, arg, barrier, dim, num_threads, stack, "
-            "thread_id"]
+            "thread_id, view"]
 
 
 class Module:
@@ -135,7 +135,7 @@ class LoopEmitter:
                     self.unpack.insert(0, f"n0 = dim(args, {n}, 0)  # the outer extent")
                 shape = f"(n0, {', '.join(map(str, shape[1:]))})".replace(", )", ",)")
             self.unpack.append(f"{local} = {pointer}[0]" if shape is None else
-                               f"{local} = carray({pointer}, {shape})")
+                               f"{local} = view({pointer}, {shape})")
         self.params.append(local)
         self.call.append(runner)
 
@@ -495,7 +495,7 @@ class LoopEmitter:
         lines = []
         for r in reds:
             acc, T = f"{self.ref[r.out]}_lanes", NUMBA.dtype_name(r.out.type.dtype)
-            lines += [f"{indent}{acc} = carray(stack({lanes}, {T}), ({lanes},))",
+            lines += [f"{indent}{acc} = view(stack({lanes}, {T}), ({lanes},))",
                       f"{indent}for lane in range({lanes}):",
                       f"{indent}    {acc}[lane] = {self.identity(r)}"]
         lines.append(f"{indent}for c in range(U({lo}), U({end}), U({lanes})):")  # unsigned: abi
