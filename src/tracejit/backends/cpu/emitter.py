@@ -350,24 +350,19 @@ class LoopEmitter:
 
     def combine_blocks(self) -> list[str]:
         """Thread 0 folds the blocks' partial results of a blocked scatter kernel into its
-        outputs, each element in block order: one loop nest per keepdims shape, with
-        plain ranges and literal indices (``np.ndindex`` and a loop per output cost
-        Numba's front end far more to compile, for the same machine code)."""
-        shapes: dict[tuple[int, ...], list[Node]] = {}
+        outputs, each element in block order: per block, one loop nest per output (two
+        arrays a loop: LLVM vectorises it after one alias check), of plain ranges and
+        literal indices (``np.ndindex`` costs Numba's front end far more to compile)."""
+        src = [f"        for b in range({PARALLEL_BLOCKS}):"]
         for n in self.blocked:
-            shapes.setdefault(_keepdims_shape(n, self.shape), []).append(n)
-        src = []
-        for shape, nodes in shapes.items():
-            src.append(f"        for b in range({PARALLEL_BLOCKS}):")
-            indent = "            "
+            j, indent = self.kern.nodes.index(n), "            "
+            shape = _keepdims_shape(n, self.shape)
             for d, size in enumerate(shape):
                 if size > 1:
                     src.append(f"{indent}for j{d} in range({size}):")
                     indent += "    "
             at = ", ".join(f"j{d}" if size > 1 else "0" for d, size in enumerate(shape))
-            for n in nodes:
-                j = self.kern.nodes.index(n)
-                src.append(f"{indent}o{j}[{at}] = {self.fold(n, f'o{j}[{at}]', f'p{j}[b, {at}]')}")
+            src.append(f"{indent}o{j}[{at}] = {self.fold(n, f'o{j}[{at}]', f'p{j}[b, {at}]')}")
         return src
 
     def nest(self, first: int, indent: str) -> list[str]:
