@@ -2,15 +2,15 @@
 
 A kernel is ``void kernel(int64 args)`` (see :mod:`.native`): ``arg(args, j, dtype)`` is a
 typed pointer to the data of array ``j`` of the argument tuple, which the kernel wraps in a
-``carray`` or dereferences (0-d). ``dim(args, j, d)`` is that array's extent ``d``, as an
-unsigned 64-bit value: a kernel takes its outer extent at run time (one compiled kernel
-serves every batch size), its inner extents are literals (constant strides, vector
-loops). ``stack(n, dtype)`` is a pointer to ``n`` elements of stack memory (per-thread
-scratch that LLVM keeps in registers where it can; Numba's heap arrays would tie the
-kernel to Numba's runtime). ``thread_id()``,
-``num_threads()`` and ``barrier()`` are libgomp's, as unsigned 64-bit values: loop indices
-derived from them stay unsigned, so Numba emits no negative-index wraparound and the
-loops still vectorise.
+``view`` (Numba's ``carray``, lighter to compile) or dereferences (0-d).
+``dim(args, j, d)`` is that array's extent ``d``, as an unsigned 64-bit value: a kernel
+takes its outer extent at run time (one compiled kernel serves every batch size), its
+inner extents are literals (constant strides, vector loops). ``stack(n, dtype)`` is a
+pointer to ``n`` elements of stack memory (per-thread scratch that LLVM keeps in
+registers where it can; Numba's heap arrays would tie the kernel to Numba's runtime).
+``thread_id()``, ``num_threads()`` and ``barrier()`` are libgomp's, as unsigned 64-bit
+values: loop indices derived from them stay unsigned, so Numba emits no negative-index
+wraparound and the loops still vectorise.
 """
 
 import numpy as np
@@ -18,6 +18,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
+from numba.np.arrayobj import make_array, populate_array
 
 from .native import ARRAY_DATA, ARRAY_DIMENSIONS, TUPLE_ITEMS
 
@@ -69,6 +70,33 @@ def dim(typingctx, args, j, d):
         return _load(builder, builder.add(dims, _WORD(8 * axis)))
 
     return types.uint64(args, j, d), codegen
+
+
+@intrinsic
+def view(typingctx, pointer, shape):
+    """``carray(pointer, shape)``: the C-contiguous array of ``shape`` (a tuple of integers)
+    at ``pointer``, the same array structure, typed and lowered directly: Numba's
+    ``carray`` resolves a generic template per call (a dtype argument, Fortran order),
+    front-end work for every argument of every kernel."""
+    if not (isinstance(pointer, types.CPointer) and isinstance(shape, types.BaseTuple)
+            and all(isinstance(d, types.Integer) for d in shape)):
+        return None
+    array = types.Array(pointer.dtype, len(shape), "C")
+
+    def codegen(context, builder, signature, llargs):
+        dims = [context.cast(builder, builder.extract_value(llargs[1], d), ty, types.intp)
+                for d, ty in enumerate(shape)]
+        itemsize = cgutils.intp_t(context.get_abi_sizeof(context.get_data_type(array.dtype)))
+        strides, stride = [], itemsize
+        for extent in reversed(dims):
+            strides.insert(0, stride)
+            stride = builder.mul(stride, extent)
+        out = make_array(array)(context, builder)
+        populate_array(out, data=llargs[0], shape=dims, strides=strides, itemsize=itemsize,
+                       meminfo=None)
+        return out._getvalue()
+
+    return array(pointer, shape), codegen
 
 
 @intrinsic

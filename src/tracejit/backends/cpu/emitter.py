@@ -33,17 +33,27 @@ from collections.abc import Callable
 import numpy as np
 
 from ...ir import Graph, Node, Value
+from ...ir.registry import loop_dtypes, monoid_of
 from ...passes.fusion import LOOP_REDUCTIONS, Kernel, needed, phases
 from ..language import Const, Operand
-from .ops import NUMBA
+from .ops import MATH, NUMBA
 
 PARALLEL_MIN_SIZE = 1 << 17  # below this, a thread launch costs more than it saves
 PARALLEL_BLOCKS = 16  # blocks of a reduced first dimension, each with partial results
 LANE_BYTES = 64  # one AVX-512 register of partial accumulators per reduction
 
-_IMPORTS = ["import numpy as np", "from numba import carray, cfunc, types",
+# Ops whose Numba expression already has the float type its operands share (Python's
+# arithmetic, selections, abs, the math module's functions): computed in their output
+# dtype, their result is written without a cast, which is Numba front-end work per
+# statement (tests/test_kernel_source.py checks Numba's types against the IR's).
+_FLOAT_CLOSED = {"add", "subtract", "multiply", "true_divide", "negative", "positive",
+                 "square", "absolute", "fabs", "maximum", "minimum", "where", "matmul",
+                 *(op for op in MATH if op not in ("power", "float_power"))}
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+_IMPORTS = ["import numpy as np", "from numba import carray, cfunc, types",  # carray: fused.py
             "from tracejit.backends.cpu.abi import U, arg, barrier, dim, num_threads, stack, "
-            "thread_id"]
+            "thread_id, view"]
 
 
 class Module:
@@ -127,7 +137,7 @@ class LoopEmitter:
                     self.unpack.insert(0, f"n0 = dim(args, {n}, 0)  # the outer extent")
                 shape = f"(n0, {', '.join(map(str, shape[1:]))})".replace(", )", ",)")
             self.unpack.append(f"{local} = {pointer}[0]" if shape is None else
-                               f"{local} = carray({pointer}, {shape})")
+                               f"{local} = view({pointer}, {shape})")
         self.params.append(local)
         self.call.append(runner)
 
@@ -230,6 +240,17 @@ class LoopEmitter:
         self.math |= NUMBA.math_calls(node)
         return NUMBA.expr(node, [self.ref[v] for v in node.inputs])
 
+    def typed(self, node: Node) -> str:
+        """The expression of elementwise ``node`` in its output dtype: cast where Numba
+        would type it otherwise (or might: every op not known ``_FLOAT_CLOSED``)."""
+        text, dtype = self.expr(node), node.out.type.dtype
+        if dtype in _FLOATS and node.op in _FLOAT_CLOSED:
+            dts = [v.type.dtype for v in node.inputs] if node.op == "matmul" else \
+                list(loop_dtypes(node)[1 if node.op == "where" else 0:])
+            if all(d == dtype for d in dts):
+                return text
+        return f"{NUMBA.dtype_name(dtype)}({text})"
+
     def identity(self, node: Node) -> str:
         """The literal reduction ``node`` starts from."""
         return NUMBA.identity(node.op, node.out.type.dtype)
@@ -237,7 +258,10 @@ class LoopEmitter:
     def fold(self, node: Node, acc: str, x: str) -> str:
         """``x`` folded into ``acc`` by reduction ``node``, in its output dtype."""
         dtype = node.out.type.dtype
-        return f"{NUMBA.dtype_name(dtype)}({NUMBA.combine(node.op, acc, x, dtype)})"
+        text = NUMBA.combine(node.op, acc, x, dtype)
+        if dtype in _FLOATS and monoid_of(node.op).combine in _FLOAT_CLOSED:
+            return text  # both sides are already in ``dtype``
+        return f"{NUMBA.dtype_name(dtype)}({text})"
 
     def accumulator(self, node: Node, lane: str | None) -> str:
         """Where reduction ``node`` accumulates: lane ``lane`` of its lane array, its
@@ -265,8 +289,7 @@ class LoopEmitter:
                 v = self.read(node.inputs[0], node.out.type.dtype)
                 lines.append(f"{acc} = {self.fold(node, acc, v)}  # {node.op}")
                 continue
-            T = NUMBA.dtype_name(node.out.type.dtype)
-            lines.append(f"{self.ref[node.out]} = {T}({self.expr(node)})  # {node.op}")
+            lines.append(f"{self.ref[node.out]} = {self.typed(node)}  # {node.op}")
             if node.out in kern.outputs:
                 lines.append(f"o{kern.nodes.index(node)}[{self.idx}] = {self.ref[node.out]}")
         return lines
@@ -327,12 +350,23 @@ class LoopEmitter:
         src = [f"    for b in {_share(str(nblocks))}:",
                f"        for i0 in range(b * U({n0}) // U({nblocks}), "
                f"(b + U(1)) * U({n0}) // U({nblocks})):"]
-        src += self.nest(1, "            ") + _COMBINE_HEAD
+        return src + self.nest(1, "            ") + _COMBINE_HEAD + self.combine_blocks()
+
+    def combine_blocks(self) -> list[str]:
+        """Thread 0 folds the blocks' partial results of a blocked scatter kernel into its
+        outputs, each element in block order: per block, one loop nest per output (two
+        arrays a loop: LLVM vectorises it after one alias check), of plain ranges and
+        literal indices (``np.ndindex`` costs Numba's front end far more to compile)."""
+        src = [f"        for b in range({PARALLEL_BLOCKS}):"]
         for n in self.blocked:
-            j = self.kern.nodes.index(n)
-            src += [f"        for b in range({nblocks}):",
-                    f"            for jj in np.ndindex({_keepdims_shape(n, self.shape)}):",
-                    f"                o{j}[jj] = {self.fold(n, f'o{j}[jj]', f'p{j}[b][jj]')}"]
+            j, indent = self.kern.nodes.index(n), "            "
+            shape = _keepdims_shape(n, self.shape)
+            for d, size in enumerate(shape):
+                if size > 1:
+                    src.append(f"{indent}for j{d} in range({size}):")
+                    indent += "    "
+            at = ", ".join(f"j{d}" if size > 1 else "0" for d, size in enumerate(shape))
+            src.append(f"{indent}o{j}[{at}] = {self.fold(n, f'o{j}[{at}]', f'p{j}[b, {at}]')}")
         return src
 
     def nest(self, first: int, indent: str) -> list[str]:
@@ -399,8 +433,7 @@ class LoopEmitter:
         row_index = ", ".join("0" if d >= split else f"i{d}" for d in range(self.nd))
         for n in self.row_level:
             if self.phase[n.out] == p:
-                T = NUMBA.dtype_name(n.out.type.dtype)
-                src.append(f"{indent}{self.ref[n.out]} = {T}({self.expr(n)})  # {n.op}")
+                src.append(f"{indent}{self.ref[n.out]} = {self.typed(n)}  # {n.op}")
                 if n.out in kern.outputs:
                     src.append(f"{indent}o{kern.nodes.index(n)}[{row_index}] = {self.ref[n.out]}")
         sinks = self.sinks(p)
@@ -461,7 +494,7 @@ class LoopEmitter:
         lines = []
         for r in reds:
             acc, T = f"{self.ref[r.out]}_lanes", NUMBA.dtype_name(r.out.type.dtype)
-            lines += [f"{indent}{acc} = carray(stack({lanes}, {T}), ({lanes},))",
+            lines += [f"{indent}{acc} = view(stack({lanes}, {T}), ({lanes},))",
                       f"{indent}for lane in range({lanes}):",
                       f"{indent}    {acc}[lane] = {self.identity(r)}"]
         lines.append(f"{indent}for c in range(U({lo}), U({end}), U({lanes})):")  # unsigned: abi

@@ -718,16 +718,30 @@ def erf_f64(x):
 
 # ---------------------------------------------------------------- float32 via float64
 
+_erf_f64, _pow_f64 = erf_f64, pow_f64  # inlined by Numba into the float32 versions
+
 
 @_inline
 def erf_f32(x):
-    return np.float32(erf_f64(np.float64(x)))
+    return np.float32(_erf_f64(np.float64(x)))
 
 
 @_inline
 def pow_f32(x, y):
-    return np.float32(pow_f64(np.float64(x), np.float64(y)))
+    return np.float32(_pow_f64(np.float64(x), np.float64(y)))
 
+
+# What kernels call: each function compiled once per process, as a Numba function of its
+# own (with the kernels' error model), rather than inlined by Numba at every call (its IR
+# typed and lowered again in every kernel, each time it is called: most of a tanh
+# kernel's compile time). LLVM inlines it into the kernel's loop all the same (the kernel
+# is optimised with the functions it calls linked in), which still vectorises; except the
+# largest, beyond LLVM's inlining threshold, which Numba keeps inlining.
+# tests/test_kernel_source.py checks that no call is left in a kernel.
+_TOO_LARGE_FOR_LLVM = {"sin_f64", "cos_f64", "tan_f64", "pow_f32", "pow_f64"}
+for _name in [n for n in globals() if n.endswith(("_f32", "_f64")) and not n.startswith("_")
+              and n not in _TOO_LARGE_FOR_LLVM]:
+    globals()[_name] = njit(error_model="numpy")(globals()[_name].py_func)
 
 MATH = {
     name: {"float32": globals()[name + "_f32"], "float64": globals()[name + "_f64"]}
