@@ -303,3 +303,58 @@ def test_a_step_raising_after_the_new_value_leaves_the_argument_as_numpy(policy)
         with pytest.raises(IndexError):
             f(x, a, np.array([1, 9]))
         np.testing.assert_array_equal(x, x0)
+
+
+def _into_matvec(x, a, y):
+    x[...] = a @ y
+
+
+def _into_0d_sums(x, a, b):
+    x[...] = a.sum() + b.sum()
+
+
+def _into_0d_det(x, a):
+    x[...] = np.linalg.det(a) * 2
+
+
+def _into_0d_element_product(x, a, b):
+    x[...] = a[0] * b[1]
+
+
+def _into_0d_dot(x, u, v):
+    x[...] = u @ v
+
+
+def _into_correlation(x, a, k):
+    x[...] = np.correlate(a, k)
+
+
+def _out_of_matmul(x, a, y):
+    np.matmul(a, y, out=x)
+
+
+@pytest.mark.parametrize("fn, shapes", [
+    (_into_matvec, [(4,), (4, 4), (4,)]),
+    (_into_0d_sums, [(), (4,), (4,)]),
+    (_into_0d_det, [(), (3, 3)]),
+    (_into_0d_element_product, [(), (4,), (4,)]),
+    (_into_0d_dot, [(), (4,), (4,)]),
+    (_into_correlation, [(6,), (8,), (3,)]),
+    (_out_of_matmul, [(4,), (4, 4), (4,)]),
+])
+def test_a_write_whose_value_another_rewrite_computes_reaches_the_argument(policy, fn,
+                                                                          shapes):
+    """The steps that the library-step rewrites emit (a vector product, NumPy-scalar
+    arithmetic, a det from a slogdet, a correlation loop) never drop a destination the
+    write-back path relies on: the argument gets NumPy's value on both runners."""
+    rng = np.random.default_rng(len(shapes))
+    values = [rng.random(s) for s in shapes]
+
+    def make():
+        return [np.zeros(shapes[0]), *values[1:]]
+
+    want = make()
+    fn(*want)
+    for _, args in _both_tiers(tj.jit(fn), make):
+        np.testing.assert_allclose(args[0], want[0], rtol=1e-13)
+        assert np.any(args[0] != 0)
