@@ -343,3 +343,57 @@ def test_a_sync_compile_counts_its_loops_kernels(compile_log):
     f(*rnn_args())
     (message,) = [r.getMessage() for r in compile_log.records if "compiled rnn" in r.getMessage()]
     assert "no kernels" not in message and "kernel" in message, message
+
+
+_STARTS_WHILE_TRACING = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import tracejit as tj
+    from tracejit.backends.cpu import workers
+
+    seen = []
+
+    def f(x):
+        pool = workers._pool  # while the function traces
+        seen.append(0 if pool is None else pool.drivers)  # (each starting its process)
+        return np.tanh(x) * 2
+
+    tj.config.compile = sys.argv[1]
+    tj.config.compile_workers = int(sys.argv[2])
+    f = tj.jit(f)
+    f(np.ones(3))
+    print(json.dumps(seen))
+""")
+
+
+@pytest.mark.parametrize("mode, workers_, started", [("background", 1, 1), ("sync", 2, 1),
+                                                     ("sync", 1, 0)])
+def test_compile_workers_start_as_tracing_begins(mode, workers_, started, tmp_path):
+    """A new signature starts the workers that may compile it before it traces (their
+    imports and Numba's set-up then overlap tracing), as many as may run beside the
+    caller; none where a caller that waits compiles its kernels itself (one worker)."""
+    env = {**os.environ, "TRACEJIT_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", _STARTS_WHILE_TRACING, mode, str(workers_)],
+                          env=env, capture_output=True, text=True, timeout=WAIT)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [min(started, max(1, cores() - 1))]
+
+
+def test_a_second_worker_starts_only_when_a_task_finds_none_free(monkeypatch):
+    """On 2 cores one worker starts with the pool (the caller keeps the other core);
+    a second starts when a task is queued while the first is busy."""
+    monkeypatch.setattr(workers, "cores", lambda: 2)
+    p = workers.Pool(2)
+    cache = diskcache.cache_dir()
+    try:
+        assert p.drivers == 1
+        slow = p.submit("import time\ntime.sleep(600)", cache)
+        while not slow.running():
+            threading.Event().wait(0.01)
+        assert p.drivers == 1
+        second = p.submit("not python(", cache)
+        with pytest.raises(workers.WorkerFailed, match="SyntaxError"):
+            second.result(WAIT)
+        assert p.drivers == 2 and len(p.processes) == 2
+    finally:
+        p.close()
