@@ -32,9 +32,10 @@ from ...passes.fusion import Kernel, fuse
 from ...profiler import StepInfo
 from . import fused_steps
 from .emitter import _IMPORTS, PARALLEL_MIN_SIZE, LoopEmitter, Module
-from .lib_steps import Unpacking, det_from_slogdet, unpacking
+from .lib_steps import Unpacking, det_from_slogdet, solved_vectors, unpacking
 from .lib_steps import call as unpacked_call
 from .ops import NUMBA
+from .scalar_arrays import nested
 
 LOOP_OPS = frozenset({"scan", "while_loop"})  # ops with a body graph (ir/loop_ops.py)
 
@@ -187,20 +188,22 @@ def generate(graph: Graph, profile: bool = False, later: bool = False,
     mod = Module(graph)
     in_place = _updates_in_place(graph, kernels)
     mod.views, kernels = run_steps(graph, kernels)
-    products, kernels = _vector_products(graph, kernels)
+    columns = solved_vectors(graph, kernels)
+    products, kernels = _vector_products(graph, kernels, columns)
     into = {} if in_loop else _destinations(graph, kernels)
     mod.destinations = {graph.outputs[j]: f"o{j}" for j in into}
     loop_inputs = {mod.views[v].inputs[0] if v in mod.views else v
                    for k in kernels if k.kind == "loop" for v in k.inputs if v.type.ndim}
-    plan = unpacking(graph, kernels, mod.consts)
+    plan = unpacking(graph, kernels, mod.consts, columns, set(products))
     for v, x in plan.aliases.items():
         mod.names[v] = mod.name(x)
     kernels = [k for k in kernels if k.kind != "library" or k.nodes[0] not in plan.dropped]
     body: list[str] = []
     for v in graph.inputs:  # the kernels read C-contiguous arrays of the signature's dtype
-        if v in loop_inputs:
+        if v in loop_inputs:  # (an argument array has it: the call's signature holds it)
             name = mod.names[v]
-            body.append(f"{name} = np.ascontiguousarray({name}, {NUMBA.dtype_name(v.type.dtype)})")
+            dtype = f", {NUMBA.dtype_name(v.type.dtype)}" if in_loop else ""
+            body.append(f"{name} = np.ascontiguousarray({name}{dtype})")
     for k, kern in enumerate(kernels):
         where = kern.nodes[0].loc.short if kern.nodes[0].loc else "?"
         start = len(body)
@@ -266,7 +269,7 @@ def _kernel_views(graph: Graph, kernels: list[Kernel]) -> dict[Value, Node]:
             and all(r.kind == "loop" and n.op != "matmul" for r, n in readers[k.nodes[0].out])}
 
 
-def _vector_products(graph: Graph, kernels: list[Kernel]
+def _vector_products(graph: Graph, kernels: list[Kernel], columns: dict[Value, Value]
                      ) -> tuple[dict[Node, tuple[Value, Value, Value]], list[Kernel]]:
     """The matrix-vector products the trace spells in 2-D (``A @ y`` on a 1-D ``y`` is
     ``reshape(y, (n, 1))``, a matmul and a reshape of its ``(m, 1)`` result back to
@@ -274,7 +277,8 @@ def _vector_products(graph: Graph, kernels: list[Kernel]
     operand: NumPy's own call for what the user wrote, less two reshape steps (a fifth of a
     microsecond each). Per such matmul step, its operands and the value it then computes
     (the final reshape's); and the steps left to run (those reshapes dropped). Only where
-    the 2-D values are read by nothing else (a reshape of the operand read elsewhere stays)."""
+    the 2-D values are read by nothing else (a reshape of the operand read elsewhere stays).
+    ``columns``: solves' results that are a vector's column (``lib_steps``), by the vector."""
     producers = graph.producers()
     readers: dict[Value, list[Node]] = {}
     for node in graph.nodes:
@@ -287,10 +291,12 @@ def _vector_products(graph: Graph, kernels: list[Kernel]
         r = readers.get(v, [])
         return r[0] if len(r) == 1 and v not in outputs and r[0] in library else None
 
-    def vector(v: Value) -> Node | None:  # the step reshaping a 1-D value into v
-        node = producers.get(v)
-        return node if (node is not None and node in library and node.op == "reshape"
-                        and node.inputs[0].type.ndim == 1) else None
+    def vector(v: Value) -> tuple[Value, Node | None] | None:  # the 1-D value v reshapes
+        node = producers.get(v)  # (and the step doing it; None for a solve's column)
+        if v in columns:
+            return columns[v], None
+        return (node.inputs[0], node) if (node is not None and node in library and node.op ==
+                                          "reshape" and node.inputs[0].type.ndim == 1) else None
 
     products: dict[Node, tuple[Value, Value, Value]] = {}
     dropped: set[Node] = set()
@@ -303,14 +309,14 @@ def _vector_products(graph: Graph, kernels: list[Kernel]
             continue
         va, vb = vector(a), vector(b)
         if vb is not None and va is None and p == 1 and a.type.ndim == 2:  # A @ y
-            vec, operands = vb, (a, vb.inputs[0])
+            vec, operands = vb[1], (a, vb[0])
         elif va is not None and vb is None and m == 1 and b.type.ndim == 2:  # y @ A
-            vec, operands = va, (va.inputs[0], b)
+            vec, operands = va[1], (va[0], b)
         else:
             continue
         products[node] = (*operands, back.out)
         dropped.add(back)
-        if only_reader(vec.out) is node:
+        if vec is not None and only_reader(vec.out) is node:
             dropped.add(vec)
     return products, [k for k in kernels if not (k.kind == "library" and k.nodes[0] in dropped)]
 
@@ -510,8 +516,10 @@ def _inline_call(mod: Module, k: int, node: Node, in_place: bool, body: list[str
     if node.op in ("cumsum", "cumprod") and set(attrs) == {"axis", "dtype"}:
         mod.namespace[f"attrs{k}"] = attrs  # (the ndarray method numpy.cumsum calls)
         return f"{name}.{node.op}(**attrs{k})"
-    if node.op == "transpose":
-        return f"{name}.transpose({tuple(attrs['perm'])!r})"
+    if node.op == "transpose":  # (``.T`` reverses the axes without parsing a tuple)
+        perm = tuple(attrs["perm"])
+        return f"{name}.T" if perm == tuple(reversed(range(len(perm)))) else \
+            f"{name}.transpose({perm!r})"
     if node.op in _REDUCE and set(attrs) <= {"axis", "keepdims", "dtype"}:
         ufunc, with_dtype = _REDUCE[node.op]
         mod.namespace[f"reduce{k}"] = ufunc.reduce  # (positional: keywords cost 0.5 us)
@@ -594,7 +602,8 @@ def _emit_unpacked(mod: Module, k: int, node: Node, plan: Unpacking, body: list[
                    where: str, loop_inputs: set[Value]) -> bool:
     """Emit library step ``node`` as ``lib_steps.py`` plans it, if it does: a packed
     call unpacked into its parts' names (those loop kernels read made C-contiguous), an
-    element, an inner product, scalar arithmetic, or a det from an unpacked slogdet."""
+    element, an inner product, scalar arithmetic, a weak scalar, an array of 0-d values
+    (new, C-contiguous: no ``operand``), or a det from an unpacked slogdet."""
     if node in plan.parts:
         names = ", ".join(_part_names(mod, node, plan))
         body.append(f"step = {k}; {names} = {unpacked_call(node, mod.name(node.inputs[0]))}"
@@ -606,9 +615,37 @@ def _emit_unpacked(mod: Module, k: int, node: Node, plan: Unpacking, body: list[
                             f"{NUMBA.dtype_name(t.dtype)}, {t.shape})")
         return True
     if node in plan.operators:
-        a, b = (mod.name(v) for v in node.inputs)
-        body.append(f"step = {k}; {mod.name(node.out)} = {a} {plan.operators[node]} {b}"
-                    f"  # {node.op}, NumPy scalars, {where}")
+        expr = plan.operators[node].format(*(mod.name(v) for v in node.inputs))
+        kind = "a weak scalar" if node.out.type.weak else "NumPy scalars"
+        body.append(f"step = {k}; {mod.name(node.out)} = {expr}  # {node.op}, {kind}, {where}")
+        return True
+    if node in plan.solves:
+        mod.namespace[f"lib{k}"] = np.linalg.solve
+        (b, x, column), a = plan.solves[node], node.inputs[0]
+        body.append(f"step = {k}; {mod.name(x)} = lib{k}({mod.name(a)}, {mod.name(b)})"
+                    f"  # solve, of a vector, {where}")
+        if column:
+            col = f"{mod.name(x)}.reshape({node.out.type.shape!r})"
+            if node.out in loop_inputs:
+                col = f"operand({col}, {NUMBA.dtype_name(node.out.type.dtype)}, " \
+                      f"{node.out.type.shape})"
+            body.append(f"step = {k}; {mod.name(node.out)} = {col}")
+        return True
+    if node in plan.arrays:
+        names = [mod.name(v) for v in plan.arrays[node]]
+        array = f"{nested(names, node.out.type.shape)}, {NUMBA.dtype_name(node.out.type.dtype)}"
+        body.append(f"step = {k}; {mod.name(node.out)} = np.array({array})"
+                    f"  # an array of 0-d values, {where}")
+        return True
+    if node in plan.items:  # (a ufunc of 0-d values returns a NumPy scalar)
+        mod.namespace[f"lib{k}"] = REGISTRY[node.op].impl
+        args = [mod.name(v) for v in node.inputs] + ([f"**attrs{k}"] if node.attrs else [])
+        mod.namespace.update({f"attrs{k}": node.attrs} if node.attrs else {})
+        item = ".item()" if isinstance(REGISTRY[node.op].impl, np.ufunc) else ""
+        call = f"lib{k}({', '.join(args)}){item}" if item else \
+            f"np.asarray(lib{k}({', '.join(args)})).item()"
+        body.append(f"step = {k}; {mod.name(node.out)} = {call}  # {node.op}, a weak scalar, "
+                    f"{where}")
         return True
     if node in plan.elements:  # (a slice's starts are in range: slice_rule normalises)
         index = ", ".join(str(int(i)) for i in node.attrs["starts"])
@@ -656,6 +693,12 @@ def _pad_fill(node: Node) -> np.generic | None:
         return None
 
 
+def _fresh_product(node: Node) -> bool:
+    """Whether ``node`` is a matmul of two 1-d or 2-d arrays of its result's dtype."""
+    return node.op == "matmul" and all(
+        v.type.ndim in (1, 2) and v.type.dtype == node.out.type.dtype for v in node.inputs)
+
+
 def _nbytes(v: Value) -> int:
     return v.type.size * v.type.dtype.itemsize
 
@@ -681,8 +724,9 @@ def _emit_library(mod: Module, k: int, node: Node, body: list[str], where: str,
         if into is not None:  # (a ufunc; a keyword costs it a tenth of a microsecond)
             call = f"{call} if {into} is None else {fn}({', '.join(args)}, out={into})"
     out = node.out.type
-    # kernels read C-contiguous arrays of exactly the IR's type (np.full makes one)
-    if kernel_input and node.op != "full":
+    # kernels read C-contiguous arrays of exactly the IR's type (np.full makes one, as
+    # does NumPy's product of two 1-d or 2-d arrays of one dtype)
+    if kernel_input and node.op != "full" and not _fresh_product(node):
         call = f"operand({call}, {NUMBA.dtype_name(out.dtype)}, {out.shape})"
     what = f"{node.op} in place" if in_place else \
         f"{node.op}, compiled (see below)" if compiled else node.op
