@@ -240,3 +240,47 @@ def test_a_matmul_read_by_a_kernel_needs_no_operand(order):
     assert "operand(" not in first and "operand(" not in later
     if config.min_kernel_size:  # (the later runner's kernel reads the product)
         assert "= lib0(a0, a1)  # matmul" in later and "kernel1(" in later
+
+
+# --------------------------------------------------------------- cumsum and draws
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int32, np.float32])
+@pytest.mark.parametrize("cum_dtype", [None, float, np.int64])
+def test_cumsum_and_cumprod_called_positionally(dtype, cum_dtype):
+    def cum(x, m):
+        c = np.cumsum(x, dtype=cum_dtype)
+        c[2:] = c[2:] - c[:-2]
+        return c[1:] / 2, np.cumprod(m, axis=1, dtype=cum_dtype), np.cumsum(m, axis=0)
+
+    x = (np.arange(1, 9) % 5).astype(dtype)
+    m = (np.arange(1, 7).reshape(2, 3) % 4).astype(dtype)
+    with np.errstate(all="ignore"):
+        source = _runners(cum, x, m)
+    assert "**attrs" not in source and ".cumsum(0, dtype" in source
+    assert ".cumprod(1, dtype" in source
+
+
+@pytest.mark.parametrize("n", [1, 200])
+def test_float64_draws_read_by_kernels_need_no_operand(n):
+    def noisy(signal, sigma):
+        return (signal + sigma * np.random.randn(*signal.shape),
+                signal * np.random.normal(0.0, 2.0, size=signal.shape),
+                signal + np.random.randint(0, 5, size=signal.shape))
+
+    def both(signal, sigma):
+        np.random.seed(7)
+        return noisy(signal, sigma)
+
+    signal = np.sin(np.linspace(0, 6, n))
+    want = both(signal, 0.1)
+    f = tj.jit(noisy, backend="cpu")
+    np.random.seed(7)
+    _same(f(signal, 0.1), want)
+    f.wait_compiled()
+    np.random.seed(7)
+    _same(f(signal, 0.1), want)
+    graph = f.lower(signal, 0.1).optimized_graph
+    later = generate(_straight(graph), later=True, loop_step=_loop_step).runner
+    if config.min_kernel_size == 0:  # (randint's int64 draw keeps its check)
+        assert "operand(draw" in later and "= draw0(*params0)  #" in later
+        assert "= draw1(*params1, **attrs1)  #" in later

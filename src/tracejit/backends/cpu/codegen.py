@@ -514,8 +514,9 @@ def _inline_call(mod: Module, k: int, node: Node, in_place: bool, body: list[str
     if node.op == "reshape":
         return f"{name}.reshape({tuple(attrs['shape'])!r})"
     if node.op in ("cumsum", "cumprod") and set(attrs) == {"axis", "dtype"}:
-        mod.namespace[f"attrs{k}"] = attrs  # (the ndarray method numpy.cumsum calls)
-        return f"{name}.{node.op}(**attrs{k})"
+        mod.namespace[f"dtype{k}"] = attrs["dtype"]  # (the ndarray method numpy.cumsum
+        axis = None if attrs["axis"] is None else int(attrs["axis"])  # calls, positional)
+        return f"{name}.{node.op}({axis!r}, dtype{k})"
     if node.op == "transpose":  # (``.T`` reverses the axes without parsing a tuple)
         perm = tuple(attrs["perm"])
         return f"{name}.T" if perm == tuple(reversed(range(len(perm)))) else \
@@ -587,6 +588,8 @@ def _draw_call(mod: Module, k: int, node: Node) -> str | None:
     gen, _ = generator_of(source, ())
     mod.namespace[f"draw{k}"] = getattr(gen, attrs["method"])
     mod.namespace[f"params{k}"] = tuple(attrs["args"])
+    if not attrs["kwargs"]:  # (an empty ``**`` still costs a dict)
+        return f"draw{k}(*params{k})"
     mod.namespace[f"attrs{k}"] = dict(attrs["kwargs"])
     return f"draw{k}(*params{k}, **attrs{k})"
 
@@ -693,10 +696,19 @@ def _pad_fill(node: Node) -> np.generic | None:
         return None
 
 
-def _fresh_product(node: Node) -> bool:
-    """Whether ``node`` is a matmul of two 1-d or 2-d arrays of its result's dtype."""
+def _fresh_result(node: Node) -> bool:
+    """Whether library step ``node`` returns a new C-contiguous array of its IR type for
+    sure: a matmul of two 1-d or 2-d arrays of its result's dtype, or an array drawn by a
+    float64 method that takes no dtype (``randn``, ``normal``)."""
+    if node.op == "random":
+        return (node.attrs["method"] in _FLOAT_DRAWS and node.out.type.ndim > 0
+                and node.out.type.dtype == np.float64)
     return node.op == "matmul" and all(
         v.type.ndim in (1, 2) and v.type.dtype == node.out.type.dtype for v in node.inputs)
+
+
+_FLOAT_DRAWS = frozenset({"randn", "rand", "random_sample", "normal", "uniform", "exponential",
+                          "lognormal", "laplace"})
 
 
 def _nbytes(v: Value) -> int:
@@ -724,9 +736,8 @@ def _emit_library(mod: Module, k: int, node: Node, body: list[str], where: str,
         if into is not None:  # (a ufunc; a keyword costs it a tenth of a microsecond)
             call = f"{call} if {into} is None else {fn}({', '.join(args)}, out={into})"
     out = node.out.type
-    # kernels read C-contiguous arrays of exactly the IR's type (np.full makes one, as
-    # does NumPy's product of two 1-d or 2-d arrays of one dtype)
-    if kernel_input and node.op != "full" and not _fresh_product(node):
+    # kernels read C-contiguous arrays of exactly the IR's type (np.full makes one)
+    if kernel_input and node.op != "full" and not _fresh_result(node):
         call = f"operand({call}, {NUMBA.dtype_name(out.dtype)}, {out.shape})"
     what = f"{node.op} in place" if in_place else \
         f"{node.op}, compiled (see below)" if compiled else node.op
