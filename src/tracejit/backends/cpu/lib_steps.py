@@ -34,7 +34,10 @@ IEEE operation the float64 ufunc does, without its call, and what the user's cod
 other such steps are the ufunc, its result taken out with ``.item()``. A weak result read
 only by conversions to its own dtype (``np.cos(theta)``: NumPy returns a float64 scalar,
 which the IR writes as a weak ``cos`` and a ``convert``) stays the ufunc's NumPy scalar and
-the conversions are not run; negating such a scalar is Python's operator on it.
+the conversions are not run; negating such a scalar is Python's operator on it. A solve
+for a vector (``np.linalg.solve(A, b)`` of a 1-d ``b``, which the trace spells with ``b``
+as a column) is NumPy's call on the vector (``solved_vectors``), and an array of 0-d
+values one ``np.array`` call (``scalar_arrays.py``). ``lib_lines.py`` writes the lines.
 """
 
 from __future__ import annotations
