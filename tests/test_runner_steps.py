@@ -284,3 +284,18 @@ def test_float64_draws_read_by_kernels_need_no_operand(n):
     if config.min_kernel_size == 0:  # (randint's int64 draw keeps its check)
         assert "operand(draw" in later and "= draw0(*params0)  #" in later
         assert "= draw1(*params1, **attrs1)  #" in later
+
+
+@pytest.mark.parametrize("mode", ["full", "same", "valid"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int32, np.int8])
+@pytest.mark.parametrize("n,m", [(1, 1), (5, 5), (7, 3), (3, 7)])
+def test_correlate_called_as_numpy(mode, dtype, n, m):
+    def xcorr(a, v):
+        c = np.correlate(a, v, mode=mode)
+        return c, np.argmax(np.abs(c)) - (len(v) - 1)
+
+    rng = np.random.default_rng(n * 10 + m)
+    a, v = ((rng.random(k) * 8).astype(dtype) for k in (n, m))  # (int8: wrapping sums)
+    first, _ = _both_runners(xcorr, a, v)
+    if config.min_kernel_size:
+        assert f"np.correlate(a0, a1, {mode!r})" in first
