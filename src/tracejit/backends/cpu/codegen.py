@@ -481,12 +481,11 @@ def _inline_call(mod: Module, k: int, node: Node, in_place: bool, body: list[str
     if x is None:
         return None
     name, attrs = mod.name(x), node.attrs
-    if node.op == "correlate" and set(attrs) == {"mode"}:  # (the registry's lambda, less
-        a, v = (mod.name(u) for u in node.inputs)  # its frame and keyword)
-        return f"np.correlate({a}, {v}, {attrs['mode']!r})"
-    if node.op == "concatenate":  # (the registry's lambda, less its frame)
-        return f"np.concatenate(({', '.join(mod.name(v) for v in node.inputs)},), " \
-               f"axis={attrs['axis']!r})"
+    names = ", ".join(mod.name(v) for v in node.inputs)  # (the registry's lambdas, less
+    if node.op == "correlate" and set(attrs) == {"mode"}:  # their frames and keywords)
+        return f"np.correlate({names}, {attrs['mode']!r})"
+    if node.op == "concatenate":
+        return f"np.concatenate(({names},), axis={attrs['axis']!r})"
     if node.op == "convert":  # (the registry's implementation, spelt out)
         mod.namespace[f"dtype{k}"] = attrs["dtype"]
         return f"{name}.astype(dtype{k})" if x.type.ndim else \
