@@ -97,6 +97,25 @@ def test_small_matmuls_in_a_body_run_blas_on_one_thread():
     check(f, *args)
 
 
+def test_tiny_matmuls_of_the_fused_driver_leave_blas_threads_alone():
+    """gemm runs them on the calling thread anyway: no switch around the driver's call."""
+    def rotate(points, theta):
+        c, s = np.cos(theta), np.sin(theta)
+        return points @ np.array([[c, -s], [s, c]]).T
+
+    points = RNG.standard_normal((200, 2))
+    jf = tj.jit(rotate, backend="cpu")
+    jf(points, 0.7)
+    jf.wait_compiled()
+    np.testing.assert_allclose(jf(points, 0.7), rotate(points, 0.7), rtol=1e-13, atol=1e-15)
+    graph = jf.lower(points, 0.7).optimized_graph
+    from tracejit.backends.cpu import _straight
+    (node,) = [n for n in _straight(graph).nodes if n.op == "scan"]
+    compiled = loops._loops[node.attrs["loop"]]
+    assert compiled.driver == "fused" and loops._tiny(compiled.loop)
+    assert compiled._run.__name__ != "one_thread"
+
+
 @pytest.mark.parametrize("reverse", [False, True])
 def test_elementwise_body_with_xs_and_ys(reverse):
     def f(c0, xs):

@@ -32,8 +32,8 @@ from ...passes.fusion import Kernel, fuse
 from ...profiler import StepInfo
 from . import fused_steps
 from .emitter import _IMPORTS, PARALLEL_MIN_SIZE, LoopEmitter, Module
-from .lib_steps import Unpacking, det_from_slogdet, unpacking
-from .lib_steps import call as unpacked_call
+from .lib_lines import emit_planned
+from .lib_steps import solved_vectors, unpacking
 from .ops import NUMBA
 
 LOOP_OPS = frozenset({"scan", "while_loop"})  # ops with a body graph (ir/loop_ops.py)
@@ -187,20 +187,22 @@ def generate(graph: Graph, profile: bool = False, later: bool = False,
     mod = Module(graph)
     in_place = _updates_in_place(graph, kernels)
     mod.views, kernels = run_steps(graph, kernels)
-    products, kernels = _vector_products(graph, kernels)
+    columns = solved_vectors(graph, kernels)
+    products, kernels = _vector_products(graph, kernels, columns)
     into = {} if in_loop else _destinations(graph, kernels)
     mod.destinations = {graph.outputs[j]: f"o{j}" for j in into}
     loop_inputs = {mod.views[v].inputs[0] if v in mod.views else v
                    for k in kernels if k.kind == "loop" for v in k.inputs if v.type.ndim}
-    plan = unpacking(graph, kernels, mod.consts)
+    plan = unpacking(graph, kernels, mod.consts, columns, set(products))
     for v, x in plan.aliases.items():
         mod.names[v] = mod.name(x)
     kernels = [k for k in kernels if k.kind != "library" or k.nodes[0] not in plan.dropped]
     body: list[str] = []
     for v in graph.inputs:  # the kernels read C-contiguous arrays of the signature's dtype
-        if v in loop_inputs:
+        if v in loop_inputs:  # (an argument array has it: the call's signature holds it)
             name = mod.names[v]
-            body.append(f"{name} = np.ascontiguousarray({name}, {NUMBA.dtype_name(v.type.dtype)})")
+            dtype = f", {NUMBA.dtype_name(v.type.dtype)}" if in_loop else ""
+            body.append(f"{name} = np.ascontiguousarray({name}{dtype})")
     for k, kern in enumerate(kernels):
         where = kern.nodes[0].loc.short if kern.nodes[0].loc else "?"
         start = len(body)
@@ -213,7 +215,7 @@ def generate(graph: Graph, profile: bool = False, later: bool = False,
                                  loop_inputs)
         else:
             node = kern.nodes[0]
-            if not _emit_unpacked(mod, k, node, plan, body, where, loop_inputs):
+            if not emit_planned(mod, k, node, plan, body, where, loop_inputs):
                 _emit_library(mod, k, node, body, where, node.out in loop_inputs,
                               node in in_place, loop_step)
         if profile:
@@ -266,7 +268,7 @@ def _kernel_views(graph: Graph, kernels: list[Kernel]) -> dict[Value, Node]:
             and all(r.kind == "loop" and n.op != "matmul" for r, n in readers[k.nodes[0].out])}
 
 
-def _vector_products(graph: Graph, kernels: list[Kernel]
+def _vector_products(graph: Graph, kernels: list[Kernel], columns: dict[Value, Value]
                      ) -> tuple[dict[Node, tuple[Value, Value, Value]], list[Kernel]]:
     """The matrix-vector products the trace spells in 2-D (``A @ y`` on a 1-D ``y`` is
     ``reshape(y, (n, 1))``, a matmul and a reshape of its ``(m, 1)`` result back to
@@ -274,7 +276,8 @@ def _vector_products(graph: Graph, kernels: list[Kernel]
     operand: NumPy's own call for what the user wrote, less two reshape steps (a fifth of a
     microsecond each). Per such matmul step, its operands and the value it then computes
     (the final reshape's); and the steps left to run (those reshapes dropped). Only where
-    the 2-D values are read by nothing else (a reshape of the operand read elsewhere stays)."""
+    the 2-D values are read by nothing else (a reshape of the operand read elsewhere stays).
+    ``columns``: solves' results that are a vector's column (``lib_steps``), by the vector."""
     producers = graph.producers()
     readers: dict[Value, list[Node]] = {}
     for node in graph.nodes:
@@ -287,10 +290,12 @@ def _vector_products(graph: Graph, kernels: list[Kernel]
         r = readers.get(v, [])
         return r[0] if len(r) == 1 and v not in outputs and r[0] in library else None
 
-    def vector(v: Value) -> Node | None:  # the step reshaping a 1-D value into v
-        node = producers.get(v)
-        return node if (node is not None and node in library and node.op == "reshape"
-                        and node.inputs[0].type.ndim == 1) else None
+    def vector(v: Value) -> tuple[Value, Node | None] | None:  # the 1-D value v reshapes
+        node = producers.get(v)  # (and the step doing it; None for a solve's column)
+        if v in columns:
+            return columns[v], None
+        return (node.inputs[0], node) if (node is not None and node in library and node.op ==
+                                          "reshape" and node.inputs[0].type.ndim == 1) else None
 
     products: dict[Node, tuple[Value, Value, Value]] = {}
     dropped: set[Node] = set()
@@ -303,14 +308,14 @@ def _vector_products(graph: Graph, kernels: list[Kernel]
             continue
         va, vb = vector(a), vector(b)
         if vb is not None and va is None and p == 1 and a.type.ndim == 2:  # A @ y
-            vec, operands = vb, (a, vb.inputs[0])
+            vec, operands = vb[1], (a, vb[0])
         elif va is not None and vb is None and m == 1 and b.type.ndim == 2:  # y @ A
-            vec, operands = va, (va.inputs[0], b)
+            vec, operands = va[1], (va[0], b)
         else:
             continue
         products[node] = (*operands, back.out)
         dropped.add(back)
-        if only_reader(vec.out) is node:
+        if vec is not None and only_reader(vec.out) is node:
             dropped.add(vec)
     return products, [k for k in kernels if not (k.kind == "library" and k.nodes[0] in dropped)]
 
@@ -476,9 +481,11 @@ def _inline_call(mod: Module, k: int, node: Node, in_place: bool, body: list[str
     if x is None:
         return None
     name, attrs = mod.name(x), node.attrs
-    if node.op == "concatenate":  # (the registry's lambda, less its frame)
-        return f"np.concatenate(({', '.join(mod.name(v) for v in node.inputs)},), " \
-               f"axis={attrs['axis']!r})"
+    names = ", ".join(mod.name(v) for v in node.inputs)  # (the registry's lambdas, less
+    if node.op == "correlate" and set(attrs) == {"mode"}:  # their frames and keywords)
+        return f"np.correlate({names}, {attrs['mode']!r})"
+    if node.op == "concatenate":
+        return f"np.concatenate(({names},), axis={attrs['axis']!r})"
     if node.op == "convert":  # (the registry's implementation, spelt out)
         mod.namespace[f"dtype{k}"] = attrs["dtype"]
         return f"{name}.astype(dtype{k})" if x.type.ndim else \
@@ -508,10 +515,13 @@ def _inline_call(mod: Module, k: int, node: Node, in_place: bool, body: list[str
     if node.op == "reshape":
         return f"{name}.reshape({tuple(attrs['shape'])!r})"
     if node.op in ("cumsum", "cumprod") and set(attrs) == {"axis", "dtype"}:
-        mod.namespace[f"attrs{k}"] = attrs  # (the ndarray method numpy.cumsum calls)
-        return f"{name}.{node.op}(**attrs{k})"
-    if node.op == "transpose":
-        return f"{name}.transpose({tuple(attrs['perm'])!r})"
+        mod.namespace[f"dtype{k}"] = attrs["dtype"]  # (the ndarray method numpy.cumsum
+        axis = None if attrs["axis"] is None else int(attrs["axis"])  # calls, positional)
+        return f"{name}.{node.op}({axis!r}, dtype{k})"
+    if node.op == "transpose":  # (``.T`` reverses the axes without parsing a tuple)
+        perm = tuple(attrs["perm"])
+        return f"{name}.T" if perm == tuple(reversed(range(len(perm)))) else \
+            f"{name}.transpose({perm!r})"
     if node.op in _REDUCE and set(attrs) <= {"axis", "keepdims", "dtype"}:
         ufunc, with_dtype = _REDUCE[node.op]
         mod.namespace[f"reduce{k}"] = ufunc.reduce  # (positional: keywords cost 0.5 us)
@@ -579,54 +589,10 @@ def _draw_call(mod: Module, k: int, node: Node) -> str | None:
     gen, _ = generator_of(source, ())
     mod.namespace[f"draw{k}"] = getattr(gen, attrs["method"])
     mod.namespace[f"params{k}"] = tuple(attrs["args"])
+    if not attrs["kwargs"]:  # (an empty ``**`` still costs a dict)
+        return f"draw{k}(*params{k})"
     mod.namespace[f"attrs{k}"] = dict(attrs["kwargs"])
     return f"draw{k}(*params{k}, **attrs{k})"
-
-
-def _part_names(mod: Module, packed: Node, plan: Unpacking) -> list[str]:
-    """The runner's names for the parts of unpacked ``packed`` (a part nothing reads is
-    named after the packed value, which the runner never makes)."""
-    return [mod.name(v) if v is not None else f"{mod.name(packed.out)}_{i}"
-            for i, v in enumerate(plan.parts[packed])]
-
-
-def _emit_unpacked(mod: Module, k: int, node: Node, plan: Unpacking, body: list[str],
-                   where: str, loop_inputs: set[Value]) -> bool:
-    """Emit library step ``node`` as ``lib_steps.py`` plans it, if it does: a packed
-    call unpacked into its parts' names (those loop kernels read made C-contiguous), an
-    element, an inner product, scalar arithmetic, or a det from an unpacked slogdet."""
-    if node in plan.parts:
-        names = ", ".join(_part_names(mod, node, plan))
-        body.append(f"step = {k}; {names} = {unpacked_call(node, mod.name(node.inputs[0]))}"
-                    f"  # {node.op}, unpacked, {where}")
-        for v in plan.parts[node]:
-            if v in loop_inputs:
-                t = v.type
-                body.append(f"step = {k}; {mod.name(v)} = operand({mod.name(v)}, "
-                            f"{NUMBA.dtype_name(t.dtype)}, {t.shape})")
-        return True
-    if node in plan.operators:
-        a, b = (mod.name(v) for v in node.inputs)
-        body.append(f"step = {k}; {mod.name(node.out)} = {a} {plan.operators[node]} {b}"
-                    f"  # {node.op}, NumPy scalars, {where}")
-        return True
-    if node in plan.elements:  # (a slice's starts are in range: slice_rule normalises)
-        index = ", ".join(str(int(i)) for i in node.attrs["starts"])
-        body.append(f"step = {k}; {mod.name(plan.elements[node])} = "
-                    f"{mod.name(node.inputs[0])}[{index}]  # slice, one element, {where}")
-        return True
-    if node in plan.dots:
-        u, v, out = plan.dots[node]
-        body.append(f"step = {k}; {mod.name(out)} = np.dot({mod.name(u)}, {mod.name(v)})"
-                    f"  # matmul, a row by a column, {where}")
-        return True
-    if node in plan.dets:
-        mod.namespace["det_from_slogdet"] = det_from_slogdet
-        sign, logdet = _part_names(mod, plan.dets[node], plan)
-        body.append(f"step = {k}; {mod.name(node.out)} = det_from_slogdet({sign}, {logdet}, "
-                    f"{mod.name(node.inputs[0])})  # det, from the slogdet, {where}")
-        return True
-    return False
 
 
 def _axis_literal(axis) -> str:
@@ -656,6 +622,21 @@ def _pad_fill(node: Node) -> np.generic | None:
         return None
 
 
+def _fresh_result(node: Node) -> bool:
+    """Whether library step ``node`` returns a new C-contiguous array of its IR type for
+    sure: a matmul of two 1-d or 2-d arrays of its result's dtype, or an array drawn by a
+    float64 method that takes no dtype (``randn``, ``normal``)."""
+    if node.op == "random":
+        return (node.attrs["method"] in _FLOAT_DRAWS and node.out.type.ndim > 0
+                and node.out.type.dtype == np.float64)
+    return node.op == "matmul" and all(
+        v.type.ndim in (1, 2) and v.type.dtype == node.out.type.dtype for v in node.inputs)
+
+
+_FLOAT_DRAWS = frozenset({"randn", "rand", "random_sample", "normal", "uniform", "exponential",
+                          "lognormal", "laplace"})
+
+
 def _nbytes(v: Value) -> int:
     return v.type.size * v.type.dtype.itemsize
 
@@ -682,7 +663,7 @@ def _emit_library(mod: Module, k: int, node: Node, body: list[str], where: str,
             call = f"{call} if {into} is None else {fn}({', '.join(args)}, out={into})"
     out = node.out.type
     # kernels read C-contiguous arrays of exactly the IR's type (np.full makes one)
-    if kernel_input and node.op != "full":
+    if kernel_input and node.op != "full" and not _fresh_result(node):
         call = f"operand({call}, {NUMBA.dtype_name(out.dtype)}, {out.shape})"
     what = f"{node.op} in place" if in_place else \
         f"{node.op}, compiled (see below)" if compiled else node.op

@@ -166,6 +166,8 @@ class LoopEmitter:
             elif v.type.ndim == 0:
                 T = NUMBA.dtype_name(v.type.dtype)
                 runner = f"np.asarray({mod.name(v)}, {T})"
+                if v.type.weak and v.type.dtype == np.float64:  # a Python float, or float64
+                    runner = f"np.array({mod.name(v)})"  # (a dtype argument costs 50 ns)
                 if v in mod.consts:
                     runner = f"{mod.name(v)}_0d"
                     mod.namespace[runner] = np.asarray(mod.consts[v], v.type.dtype)

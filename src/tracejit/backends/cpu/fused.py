@@ -355,8 +355,8 @@ def _gemm_address() -> dict[np.dtype, int] | None:
 
 def _place(plan: _Plan, mod, by_name: dict, call: str) -> tuple[int, str]:
     """Where the kernel argument the runner would pass as ``call`` lies in the driver."""
-    m = re.fullmatch(r"np\.asarray\((\w+), [\w.]+\)", call)
-    name = m[1] if m else call
+    m = re.fullmatch(r"np\.asarray\((\w+), [\w.]+\)|np\.array\((\w+)\)", call)  # (a 0-d value)
+    name = (m[1] or m[2]) if m else call
     if name in by_name:
         return plan.locate(by_name[name], mod)
     if name.endswith("_0d") and name in mod.namespace:

@@ -24,6 +24,20 @@ arithmetic on 0-d values one of which is such a NumPy scalar (a reduction's, an 
 an inner product, a det or slogdet part, or another such result) is Python's operator:
 NumPy's scalar arithmetic, the same IEEE operation and result dtype as the ufunc, without
 its call (``sign * logdet`` is written so in NumPy code too).
+
+A weakly typed 0-d value (``-lr``, ``2.0 * lr`` of a Python float ``lr``: the IR's ``~``)
+is a Python scalar in NumPy code, which NumPy 2 promotes weakly (``x32 * -lr`` stays
+float32); a ufunc's NumPy scalar would promote strongly (float64). The runner keeps such a
+step's result a Python scalar, as the reference backend does: negation, ``abs`` and
+addition, subtraction and multiplication of Python floats are Python's operators (the same
+IEEE operation the float64 ufunc does, without its call, and what the user's code ran);
+other such steps are the ufunc, its result taken out with ``.item()``. A weak result read
+only by conversions to its own dtype (``np.cos(theta)``: NumPy returns a float64 scalar,
+which the IR writes as a weak ``cos`` and a ``convert``) stays the ufunc's NumPy scalar and
+the conversions are not run; negating such a scalar is Python's operator on it. A solve
+for a vector (``np.linalg.solve(A, b)`` of a 1-d ``b``, which the trace spells with ``b``
+as a column) is NumPy's call on the vector (``solved_vectors``), and an array of 0-d
+values one ``np.array`` call (``scalar_arrays.py``). ``lib_lines.py`` writes the lines.
 """
 
 from __future__ import annotations
@@ -35,7 +49,9 @@ import numpy as np
 
 from ...ir import Graph, Node, Value
 from ...ir.linalg_ops import parts
+from ...ir.registry import REGISTRY
 from ...passes.fusion import Kernel
+from .scalar_arrays import scalar_arrays
 
 # The packed linalg ops the runner unpacks, as the NumPy calls returning their parts.
 _CALLS = {
@@ -48,7 +64,12 @@ _CALLS = {
     if a["compute_uv"] else None,
 }
 _DOUBLE = np.dtype(np.float64)
-_OPERATORS = {"add": "+", "subtract": "-", "multiply": "*", "true_divide": "/"}
+_OPERATORS = {"add": "{0} + {1}", "subtract": "{0} - {1}", "multiply": "{0} * {1}",
+              "true_divide": "{0} / {1}"}
+# Weak float arithmetic that is Python's own operator on Python floats (exactly IEEE, and
+# never raising, unlike ``/`` by zero or ``**``).
+_PYTHON = {"add": "{0} + {1}", "subtract": "{0} - {1}", "multiply": "{0} * {1}",
+           "negative": "-{0}", "absolute": "abs({0})"}
 _SCALAR_MAKERS = frozenset({"sum", "prod", "max", "min", "argmax", "argmin"})  # ufunc.reduce
 
 
@@ -65,14 +86,21 @@ class Unpacking:
     aliases: dict[Value, Value] = field(default_factory=dict)  # a dropped step's result: its input
     dots: dict[Node, tuple[Value, Value, Value]] = field(default_factory=dict)  # (u, v, u @ v)
     elements: dict[Node, Value] = field(default_factory=dict)  # slice -> its 0-d reshape
-    operators: dict[Node, str] = field(default_factory=dict)  # 0-d float arithmetic
+    operators: dict[Node, str] = field(default_factory=dict)  # 0-d float arithmetic: "{0} * {1}"
     scalars: set[Value] = field(default_factory=set)  # values surely NumPy scalars
+    items: set[Node] = field(default_factory=set)  # weak results taken out as Python scalars
+    arrays: dict[Node, list[Value]] = field(default_factory=dict)  # see scalar_arrays.py
+    solves: dict[Node, tuple[Value, Value, bool]] = field(  # (b, x, whether the column is read)
+        default_factory=dict)
 
 
-def unpacking(graph: Graph, kernels: list[Kernel], consts: dict[Value, object]) -> Unpacking:
+def unpacking(graph: Graph, kernels: list[Kernel], consts: dict[Value, object],
+              columns: dict[Value, Value], products: set[Node]) -> Unpacking:
     """The packed library steps among ``kernels`` (the runner's steps, in order) whose
     results the runner unpacks, the det steps that reuse an unpacked slogdet, and the
-    other rewrites above (``consts``: the graph's constants' values). (A part
+    other rewrites above (``consts``: the graph's constants' values; ``columns``: the
+    solves of a vector, ``solved_vectors``; ``products``: the matmul steps the runner
+    computes on vectors, some of them the solved vectors). (A part
     is a NumPy result of its own layout, eigh's vectors Fortran-ordered: the runner makes
     one that a loop kernel reads C-contiguous, as it does any library result.)"""
     library = {k.nodes[0] for k in kernels if k.kind == "library"}
@@ -82,11 +110,24 @@ def unpacking(graph: Graph, kernels: list[Kernel], consts: dict[Value, object]) 
             readers.setdefault(v, []).append(node)
     outputs = set(graph.outputs)
     plan = Unpacking()
+    python = {v for v in graph.inputs if v.type.weak}  # Python scalars at run time
+    python |= {v for v, x in consts.items() if v.type.weak and type(x) in (int, float, complex)}
     for kern in kernels:
         node = kern.nodes[0]
         if kern.kind != "library":
             continue
+        if node.out.type.weak and node.out.type.ndim == 0:
+            _weak_scalar(node, plan, python, library, readers, outputs)
+            continue
+        if node.op == "negative" and node.inputs[0] in plan.scalars and \
+                node.inputs[0].type.dtype.kind == "f":
+            plan.operators[node] = "-{0}"  # (a NumPy scalar's own negation)
+            plan.scalars.add(node.out)
+            continue
         if node.op == "det" and _det_from_slogdet(node, plan):
+            continue
+        if node.op == "solve" and node.out in columns:
+            _solve_vector(node, columns[node.out], library, readers, outputs, products, plan)
             continue
         if node.op == "broadcast_to" and _updates_only(node, library, readers, outputs, consts):
             plan.aliases[node.out] = node.inputs[0]
@@ -116,7 +157,68 @@ def unpacking(graph: Graph, kernels: list[Kernel], consts: dict[Value, object]) 
             plan.parts[node], dropped = bound
             plan.scalars |= {v for v in plan.parts[node] if v is not None and v.type.ndim == 0}
             plan.dropped |= dropped
+    rest = [k.nodes[0] for k in kernels if k.kind == "library" and k.nodes[0] not in plan.dropped]
+    plan.arrays, dropped = scalar_arrays(rest, readers, outputs)
+    plan.dropped |= dropped
     return plan
+
+
+def _weak_scalar(node: Node, plan: Unpacking, python: set[Value], library: set[Node],
+                 readers: dict, outputs: set) -> None:
+    """Plan weak 0-d step ``node`` as the module says (``python``: the values that are
+    Python scalars at run time, which grows)."""
+    takers = readers.get(node.out, [])
+    same = node.out.type.dtype
+    if (isinstance(REGISTRY[node.op].impl, np.ufunc) and takers and node.out not in outputs
+            and all(t in library and t.op == "convert" and t.out.type.dtype == same
+                    and not t.out.type.weak for t in takers)):
+        for t in takers:  # (the ufunc's NumPy scalar is the converted value)
+            plan.aliases[t.out] = node.out
+            plan.dropped.add(t)
+            plan.scalars.add(t.out)
+        return
+    python.add(node.out)
+    if (node.op in _PYTHON and same.kind == "f"
+            and all(v in python and v.type.dtype.kind == "f" for v in node.inputs)):
+        plan.operators[node] = _PYTHON[node.op]
+    else:
+        plan.items.add(node)
+
+
+def solved_vectors(graph: Graph, kernels: list[Kernel]) -> dict[Value, Value]:
+    """The solve steps among ``kernels`` that solve for a vector as the trace spells it
+    (the 1-d ``b`` reshaped to a column, the ``(m, 1)`` result reshaped back to ``(m,)``):
+    per such result, the vector it is the column of. The runner calls
+    ``np.linalg.solve(A, b)`` on the vector, as NumPy code does (NumPy 2 solves a 1-d ``b``
+    as one column: the same LAPACK call, the same bits)."""
+    library = {k.nodes[0] for k in kernels if k.kind == "library"}
+    producers = graph.producers()
+    found: dict[Value, Value] = {}
+    for node in graph.nodes:
+        column = producers.get(node.inputs[0]) if node.op == "reshape" and node.inputs else None
+        if (node in library and column in library and column.op == "solve"
+                and column.inputs[0].type.ndim == 2 and node.out.type.ndim == 1):
+            b = producers.get(column.inputs[1])
+            if (b in library and b.op == "reshape" and b.inputs[0].type.shape == node.out.type.shape
+                    and column.out not in found):
+                found[column.out] = node.out
+    return found
+
+
+def _solve_vector(node: Node, x: Value, library: set[Node], readers: dict, outputs: set,
+                  products: set[Node], plan: Unpacking) -> None:
+    """Plan solve ``node`` as ``x = np.linalg.solve(A, b)`` of the vector ``b``: the
+    reshape back to ``x`` and that of ``b`` to a column (if only the solve reads it) are
+    not run; the column result is ``x`` reshaped where anything but those and the vector
+    products reads it."""
+    b = next(n for n in library if n.out is node.inputs[1])
+    col = node.out
+    back = [r for r in readers[col] if r.out is x]
+    plan.dropped |= set(back)
+    if readers[b.out] == [node] and b.out not in outputs:
+        plan.dropped.add(b)
+    plan.solves[node] = (b.inputs[0], x, col in outputs or any(
+        r not in products and r.out is not x for r in readers[col]))
 
 
 def _updates_only(node: Node, library: set[Node], readers: dict, outputs: set,

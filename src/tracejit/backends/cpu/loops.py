@@ -81,7 +81,8 @@ class CompiledLoop:
         run, driver = fused.build(self.loop), "fused"
         if run is None:
             run, driver = _python_driver(self.loop, self.runner), "python"
-        return (_one_blas_thread(run) if _small_matmuls(self.loop) else run), driver
+        one_thread = _small_matmuls(self.loop) and not (driver == "fused" and _tiny(self.loop))
+        return (_one_blas_thread(run) if one_thread else run), driver
 
     @property
     def source(self) -> str:
@@ -152,10 +153,28 @@ def _python_driver(loop: Scan | While, runner: Callable[[Graph], Callable]):
 # measured on 2 shared cores, the RNN gradient's 32x128 @ 128x128 products took 3-30 ms
 # each instead of 20 us, the whole gradient 218 ms instead of 62 ms.
 SMALL_MATMUL = 1 << 21
+# The fused driver calls OpenBLAS's gemm, which runs one of at most 2**18 multiply-adds
+# on the calling thread anyway (65536 * GEMM_MULTITHREAD_THRESHOLD, 4); a loop whose
+# products are all far below that (below even gemv's 2304 * 4) keeps OpenBLAS's thread
+# setting as it is: getting and setting it twice costs 0.7 us a call, on a straight-line
+# run of a few microseconds (a 2x2 rotation of 200 points). (The Python driver's NumPy
+# calls may use syrk, which some OpenBLAS builds share among threads at any size.)
+TINY_MATMUL = 2304 * 4
 
 
 def _small_matmuls(loop: Scan | While) -> bool:
     """Whether the loop's bodies (nested ones included) multiply matrices, all small."""
+    found = _matmul_sizes(loop)
+    return bool(found) and max(found) <= SMALL_MATMUL
+
+
+def _tiny(loop: Scan | While) -> bool:
+    """Whether every product in the loop's bodies is under ``TINY_MATMUL``."""
+    return max(_matmul_sizes(loop), default=0) < TINY_MATMUL
+
+
+def _matmul_sizes(loop: Scan | While) -> list[int]:
+    """The multiply-adds of each matmul of the loop's bodies (nested ones included)."""
     found = []
 
     def walk(graph) -> None:
@@ -168,7 +187,7 @@ def _small_matmuls(loop: Scan | While) -> bool:
 
     for _, graph in bodies_of(loop):
         walk(graph)
-    return bool(found) and max(found) <= SMALL_MATMUL
+    return found
 
 
 def _one_blas_thread(run):
