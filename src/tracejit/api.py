@@ -1124,9 +1124,14 @@ def _arguments(graph: Graph, leaves) -> dict:
 
 def _finish(out):
     """0-d results come back as NumPy scalars, as NumPy's own reductions return them; a
-    GPU array (0-d too, as CuPy's reductions return them) stays on its device."""
+    GPU array (0-d too, as CuPy's reductions return them) stays on its device. (The
+    common kinds are told first, by type: the device and Dask checks cost 0.4 us.)"""
     if type(out) is np.ndarray:
         return out[()] if out.ndim == 0 else out
+    if isinstance(out, np.generic):  # a NumPy scalar already (a reduction's, an element)
+        return out
+    if type(out) is float:  # a weakly typed 0-d result, a Python float in the runner
+        return np.float64(out)
     if targets.device_of(out) is not None or targets.dask_array(out):
         return out  # (a Dask array, 0-d too, stays lazy)
     return np.asarray(out)[()]
