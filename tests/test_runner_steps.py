@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
+from tests.programs.linalg import sgd_update
 from tracejit.backends.cpu import _loop_step, _straight
 from tracejit.backends.cpu.codegen import generate
 from tracejit.config import config
@@ -105,14 +106,6 @@ def test_weak_scalar_cast_overflows_as_numpy():
     """NumPy casts the Python float to the array's float32, where it overflows to inf."""
     with np.errstate(over="ignore"):
         _runners(big, np.ones(3, np.float32), 1e200)
-
-
-def sgd_update(x, g, lr, out=None):
-    if out is None:
-        out = np.empty_like(x)
-    np.multiply(g, -lr, out=out)
-    np.add(out, x, out=out)
-    return out
 
 
 @pytest.mark.parametrize("n", [1, 2, 300])
