@@ -759,9 +759,6 @@ class JitFunction:
         stage, graph, optimized = "tracing", None, None
         backend = get_backend(self._backend if sig.device is None else sig.device.kind)
         chunked = any(isinstance(d, targets.Chunked) for d in where)
-        background = (self._mode or config.compile) == "background" and sig.device is None \
-            and not chunked and not self._check
-        backend.prepare(background)  # (the CPU's compile workers start while this traces)
         if chunked:  # Dask arrays in: a Dask computation out, its chunks on ``backend``
             backend = get_backend("dask").on(backend.name)
         writes: list = []
@@ -787,7 +784,8 @@ class JitFunction:
             if self._check and not chunked:
                 run = compile_checked(optimized, backend, self._check, function=fn_name,
                                       traced_ir=str(graph))
-            elif background:
+            elif (self._mode or config.compile) == "background" and sig.device is None \
+                    and not chunked:
                 later = backend.compile_later(optimized)
             if later is not None:
                 run = get_backend("reference").compile(optimized)  # until `later` is done

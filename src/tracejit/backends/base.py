@@ -119,11 +119,6 @@ class Backend(Protocol):
     def compile(self, graph: Graph, profile: bool = False) -> Runner:
         """The runner of ``graph``; with ``profile`` it reports each step's time."""
 
-    def prepare(self, background: bool) -> None:
-        """A new signature is about to be traced for this backend (to compile in the
-        ``background``, or for a caller that waits): start what will compile it (the CPU
-        backend's compile workers), so that its start-up overlaps tracing."""
-
     def compile_later(self, graph: Graph) -> Future[Runner] | None:
         """The runner of ``graph`` as a future, compiled without holding up the caller (in
         other processes); None from a backend that compiles only in the caller's thread

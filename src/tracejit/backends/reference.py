@@ -31,10 +31,6 @@ def source(graph: Graph) -> str:
     return f"# reference backend: NumPy interprets this graph node by node\n{graph}"
 
 
-def prepare(background: bool) -> None:
-    """Nothing to start: NumPy interprets the graph."""
-
-
 def compile_later(graph: Graph) -> None:
     """Compiles only synchronously: it is the interpreter the other tiers start on."""
     return None

@@ -77,13 +77,6 @@ def compile(graph: Graph, profile: bool = False) -> Runner:
     return runner
 
 
-def prepare(background: bool) -> None:
-    """Start the compile workers (``workers.py``) where kernels will compile in them: a
-    worker's start-up, about half a second of imports and Numba's set-up, then runs while
-    the caller traces, runs the passes and generates the kernels."""
-    store.start_workers(background)
-
-
 def compile_later(graph: Graph) -> Future[Runner] | None:
     """The runner of ``graph`` as a future, its missing kernels compiling in the worker
     processes; None when none are missing (``compile`` then finds them all at once) or the

@@ -51,20 +51,6 @@ def build_into_cache(source: str) -> Path:
     return entry.directory
 
 
-def warm_up() -> None:
-    """Pay most of Numba's first-compile costs in this process now: the imports the
-    kernels make, its typing and lowering registries (loaded on a first compile) and
-    LLVM's code generator, about 0.5 s in all. A compile worker does this as it starts,
-    while its caller traces: the first kernel then compiles in a third less time."""
-    from numba.core.registry import cpu_target
-
-    from . import abi, math  # noqa: F401  (what every kernel imports)
-
-    cpu_target.typing_context.refresh()
-    cpu_target.target_context.refresh()
-    cpu_target.target_context.codegen()
-
-
 def _objects(cfuncs) -> list[bytes]:
     """Object code of each kernel. NotCacheable (an OSError) if a kernel calls a function
     that a library loaded without Numba could not resolve (one of Numba's runtime helpers):

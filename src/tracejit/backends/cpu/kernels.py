@@ -79,14 +79,6 @@ def workers_available() -> bool:
     return bool(config.compile_workers) and diskcache.enabled()
 
 
-def start_workers(background: bool) -> None:
-    """Start the compile workers now where kernels may compile in them: in the
-    ``background`` or, for a caller that waits, where there are two or more to share
-    its kernels (``_compile``; see ``workers.Pool``)."""
-    if workers_available() and (background or config.compile_workers > 1):
-        workers.pool(config.compile_workers)
-
-
 def get_later(sources: list[str]) -> Future[tuple[list, Kernels]] | None:
     """``get(sources)`` as a future whose misses compile in the workers; None when there
     is nothing to wait for (all compiled or on disk) or no worker can take them (no

@@ -6,18 +6,11 @@ worker compiles a kernel source and saves it to the disk cache (whose entries ar
 atomically, so a worker killed mid-compile leaves nothing half-written); the caller then
 loads the shared library from there, without importing Numba itself.
 
-Workers are started when a new signature starts tracing (``start``; a ``python``
-running :func:`serve`, at a lower scheduling priority so that a caller running meanwhile
-keeps its core), stay up for later signatures, and are killed when the process exits. A
-worker's start-up is most of a small compile: Python and Numba's imports (~0.15 s) and
-Numba's first compile in a process (~0.35 s, its typing and LLVM set-up), which
-:func:`serve` does before it reads a task, on a kernel of its own. Started as tracing
-begins, that overlaps the caller's tracing, passes and code generation instead of
-following them. As many workers start at once as there are cores beside the caller's;
-more start only when tasks are waiting and none is free, so two workers never share a
-core warming up while a third waits. A task travels as one JSON line each way over the
-worker's stdin and stdout; one driver thread per worker feeds it tasks from a shared
-queue and settles their futures.
+Workers are started on first use (a ``python`` running :func:`serve`, at a lower
+scheduling priority so that a caller running meanwhile keeps its core), stay up for later
+signatures, and are killed when the process exits. A task travels as one JSON line each
+way over the worker's stdin and stdout; one driver thread per worker feeds it tasks from
+a shared queue and settles their futures.
 """
 
 from __future__ import annotations
@@ -57,11 +50,8 @@ class Pool:
         self.closed = False  # set by close: no worker is started afterwards
         self.slots = max(1, cores() - 1)  # background tasks that may run now
         self.waiting: collections.deque = collections.deque()  # background tasks beyond
-        self.limit = workers  # driver threads (each with its worker) at most
-        self.drivers = self.free = self.queued = 0  # (guarded by lock)
-        with self.lock:
-            for _ in range(min(workers, self.slots)):
-                self._add_driver()
+        for _ in range(workers):
+            threading.Thread(target=self._drive, name="tracejit-compile", daemon=True).start()
 
     def submit(self, source: str, cache: Path, background: bool = False) -> Future:
         """A future of the directory, in the disk cache at ``cache``, holding ``source``'s
@@ -73,42 +63,21 @@ class Pool:
                 self.waiting.append(item)  # queued when a background task finishes
                 return future
             self.slots -= background
-            self._put(item)
+        self.tasks.put(item)
         return future
 
-    def _put(self, item: tuple) -> None:
-        """Queue ``item``, adding a driver if no free one will take it (lock held)."""
-        self.tasks.put(item)
-        self.queued += 1
-        if self.queued > self.free and self.drivers < self.limit:
-            self._add_driver()
-
-    def _add_driver(self) -> None:
-        """One more driver thread, free, its worker starting now (lock held)."""
-        self.drivers += 1
-        self.free += 1
-        threading.Thread(target=self._drive, name="tracejit-compile", daemon=True).start()
-
     def _drive(self) -> None:
-        """Feed one worker process tasks, one at a time, starting it now and again as
-        needed (its start-up overlaps whatever the caller does before the first task)."""
-        try:
-            process = self._start()
-        except (OSError, WorkerFailed):  # the pool closed, or no process: _run tries again
-            process = None
+        """Feed one worker process tasks, one at a time, starting it (again) as needed."""
+        process = None
         while True:
             task, future, background = self.tasks.get()
-            with self.lock:
-                self.queued -= 1
-                self.free -= 1
             try:
                 process = self._run(process, task, future)
             finally:
-                with self.lock:
-                    self.free += 1
-                    if background:  # its slot passes to the next background task, if any
+                if background:  # its slot passes to the next background task, if any
+                    with self.lock:
                         if self.waiting:
-                            self._put(self.waiting.popleft())
+                            self.tasks.put(self.waiting.popleft())
                         else:
                             self.slots += 1
 
@@ -171,8 +140,7 @@ _pool_lock = threading.Lock()
 
 
 def pool(workers: int) -> Pool:
-    """The process's pool of at most ``workers`` compile workers (made on first use, when
-    it starts as many as may run beside the caller: see ``Pool``)."""
+    """The process's pool of ``workers`` compile workers (made on first use)."""
     global _pool
     with _pool_lock:
         if _pool is None or _pool.pid != os.getpid():
@@ -194,9 +162,8 @@ def serve() -> None:
     # Numba imports SciPy when it starts and SciPy's LAPACK bindings on its first compile,
     # ~0.2 s of a worker's start-up; kernels never call SciPy, and Numba does without it.
     sys.modules.setdefault("scipy", None)
-    from .compiler import build_into_cache, warm_up
+    from .compiler import build_into_cache
 
-    warm_up()
     for line in sys.stdin:
         try:
             task = json.loads(line)

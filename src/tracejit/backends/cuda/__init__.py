@@ -54,10 +54,6 @@ _TYPED = ((np.linalg.LinAlgError, LinAlgError), (IndexError, IndexOutOfBounds),
           (ValueError, InvalidValue))
 
 
-def prepare(background: bool) -> None:
-    """Nothing to start: NVRTC compiles in the caller's process when the kernels are made."""
-
-
 def compile_later(graph: Graph) -> None:
     """Compiles only synchronously: CuPy builds the kernels with NVRTC in the caller's
     process, on the caller's CUDA context."""

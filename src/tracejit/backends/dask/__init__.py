@@ -37,10 +37,6 @@ class DaskBackend:
 
         return Runner(run, [])
 
-    def prepare(self, background: bool) -> None:
-        """Nothing to start: the chunks' stages compile as the plan is built, which
-        ``jit`` does synchronously."""
-
     def compile_later(self, graph: Graph):
         return None  # the chunk kernels compile when the plan is built (build.precompile)
 
