@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import threading
 
 import numpy as np
@@ -88,6 +89,42 @@ def _check_int_literals(ufunc, operands, inputs) -> None:
             raise ScalarOverflow(f"Python integer {x} out of bounds for {dtype}")
 
 
+_INT64 = np.iinfo(np.int64)
+
+
+def _huge_ints_as_floats(ufunc, operands, comparison: bool) -> tuple:
+    """``operands`` with each Python int beyond int64 as the float NumPy makes of it. NumPy 2
+    converts such an int to the loop's dtype where that is inexact (``x * 2**81`` of a
+    float32 array is float32; the int goes through a double, as ``float(2**81)`` does) and
+    raises where it is an integer one, except in a ``comparison`` with integer arrays,
+    which it makes exactly: an int beyond every value of the integer dtype compares as an
+    infinity of its sign does. The IR's weak int constants are int64, which cannot hold
+    such an int (a kernel reading one could not be compiled)."""
+    if not any(type(x) is int and not _INT64.min <= x <= _INT64.max for x in operands):
+        return operands
+    kinds = tuple(x._value.type.promotion_operand() if isinstance(x, Tracer) else
+                  type(x) if type(x) in (int, float, complex) else np.asarray(x).dtype
+                  for x in operands)
+    try:
+        loop = ufunc.resolve_dtypes(kinds + (None,) * ufunc.nout)
+    except (TypeError, ValueError):  # no loop for these: the op's rule says so, in its words
+        return operands
+    integers = comparison and all(np.dtype(k).kind in "iu" for k in kinds if k is not int)
+    converted = []
+    for x, dtype in zip(operands, loop, strict=False):
+        if type(x) is int and not _INT64.min <= x <= _INT64.max:
+            if integers:
+                x = math.inf if x > 0 else -math.inf
+            elif dtype.kind in "biu":
+                raise ScalarOverflow(f"Python integer {x} out of bounds for {dtype}")
+            try:
+                x = float(x)
+            except OverflowError:
+                raise ScalarOverflow("int too large to convert to float") from None
+        converted.append(x)
+    return tuple(converted)
+
+
 class Trace:
     """Collects the nodes of one graph. Active only while the user's function runs."""
 
@@ -137,8 +174,10 @@ class Trace:
 
     def bind(self, op: str, operands, attrs: dict):
         """Apply ``op`` to operands (Tracers or literals); checks it with the op's rule."""
-        inputs = tuple(self.lift(x) for x in operands)
         opdef = REGISTRY[op]
+        if opdef.ufunc is not None:
+            operands = _huge_ints_as_floats(opdef.ufunc, operands, op in COMPARISONS)
+        inputs = tuple(self.lift(x) for x in operands)
         out_type = opdef.rule(*(v.type for v in inputs), **attrs)
         if opdef.ufunc is not None and op not in COMPARISONS:
             _check_int_literals(opdef.ufunc, operands, inputs)
