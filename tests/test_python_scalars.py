@@ -84,6 +84,10 @@ HUGE = [
     ("i32 * 2**81", lambda x: x * 2**81, np.arange(3, dtype=np.int32)),
     ("bool < 2**70", lambda x: x < 2**70, np.array([True, False])),
     ("f64 * 2**1100", lambda x: x * 2**1100, np.ones(3)),
+    ("where(f32, 2**80)", lambda x: np.where(x > 0, x, 2**80),
+     np.linspace(-1, 1, 4, dtype=np.float32)),
+    ("where(-2**80, f64)", lambda x: np.where(x > 0, -(2**80), x), np.linspace(-1, 1, 4)),
+    ("where(i64, 2**80)", lambda x: np.where(x > 0, x, 2**80), np.arange(-2, 2)),
 ]
 
 

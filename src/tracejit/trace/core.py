@@ -177,6 +177,8 @@ class Trace:
         opdef = REGISTRY[op]
         if opdef.ufunc is not None:
             operands = _huge_ints_as_floats(opdef.ufunc, operands, op in COMPARISONS)
+        elif op == "where" and len(operands) == 3:  # its values promote as an add's
+            operands = (operands[0], *_huge_ints_as_floats(np.add, operands[1:], False))
         inputs = tuple(self.lift(x) for x in operands)
         out_type = opdef.rule(*(v.type for v in inputs), **attrs)
         if opdef.ufunc is not None and op not in COMPARISONS:
