@@ -119,18 +119,35 @@ def test_sgd_update_negates_the_python_float(n, dtype):
     _same(tj.jit(sgd_update, backend="cpu")(big[::2], g, 0.1), sgd_update(big[::2], g, 0.1))
 
 
-def test_sgd_update_arguments_are_made_contiguous_without_a_dtype():
+def test_sgd_update_arguments_strided_or_byte_swapped():
+    """The runner makes kernel arguments C-contiguous in the signature's native dtype: a
+    strided view, and a byte-swapped ``'>i4'``/``'>f8'`` array (whose signature dtype is
+    the native one), read as NumPy reads them. (A guard without the dtype once let a
+    kernel read big-endian int32 bytes as little-endian: 3 came back as 33554433.)"""
     rng = np.random.default_rng(1)
     x, g = rng.random(300), rng.random(300)
     _, later = _both_runners(sgd_update, x, g, 0.1)
     if config.min_kernel_size == 0:
-        assert "np.ascontiguousarray(a0)" in later and "np.array(t" in later
+        assert "np.ascontiguousarray(a0, np.float64)" in later and "np.array(t" in later
     f = tj.jit(sgd_update, backend="cpu")
     f(x, g, 0.1)
     f.wait_compiled()
     for xs, gs in ((rng.random(600)[::2], g), (x, np.asfortranarray(rng.random((300, 1)))[:, 0]),
-                   (rng.random((300, 2))[:, 1], rng.random((2, 300))[1])):
+                   (rng.random((300, 2))[:, 1], rng.random((2, 300))[1]),
+                   (x.astype(">f8"), g)):
         _same(f(xs, gs, 0.1), sgd_update(xs, gs, 0.1))
+
+
+@pytest.mark.parametrize("dtype", [">i4", ">i8", ">u2", ">f4", ">f8"])
+def test_byte_swapped_arguments_reach_kernels_as_numbers(dtype):
+    x = np.arange(1, 6).astype(dtype)
+    for fn in (lambda x: x * 2 + 1, lambda x, y: (x + y) * y):
+        args = (x,) if fn.__code__.co_argcount == 1 else (x, x[::-1].copy())
+        f = tj.jit(fn, backend="cpu")
+        first = f(*args)
+        f.wait_compiled()
+        for got in (first, f(*args)):
+            _same(got, fn(*args))
 
 
 @pytest.mark.parametrize("theta", [0.7, 0.0, -0.0, np.pi, np.nan, np.inf])

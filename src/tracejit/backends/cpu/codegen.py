@@ -199,10 +199,9 @@ def generate(graph: Graph, profile: bool = False, later: bool = False,
     kernels = [k for k in kernels if k.kind != "library" or k.nodes[0] not in plan.dropped]
     body: list[str] = []
     for v in graph.inputs:  # the kernels read C-contiguous arrays of the signature's dtype
-        if v in loop_inputs:  # (an argument array has it: the call's signature holds it)
+        if v in loop_inputs:  # (the dtype too: a byte-swapped '>i4' argument is int32)
             name = mod.names[v]
-            dtype = f", {NUMBA.dtype_name(v.type.dtype)}" if in_loop else ""
-            body.append(f"{name} = np.ascontiguousarray({name}{dtype})")
+            body.append(f"{name} = np.ascontiguousarray({name}, {NUMBA.dtype_name(v.type.dtype)})")
     for k, kern in enumerate(kernels):
         where = kern.nodes[0].loc.short if kern.nodes[0].loc else "?"
         start = len(body)
