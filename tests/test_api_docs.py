@@ -2,8 +2,9 @@
 
 The docs site renders these docstrings with mkdocstrings (Google style), so each public
 name (``tracejit.__all__``; the public members of ``lax``, ``nn`` and ``errors``; the
-public methods, properties and data attributes of JitFunction, Lowered, CacheInfo,
-Device, Profile, the ``config`` Settings and what ``grad`` & co. return) must carry:
+public methods, properties and data attributes of JitFunction (its call is
+PythonDispatcher's), Lowered, CacheInfo, Device, Profile, the ``config`` Settings and what
+``grad`` & co. return) must carry:
 
 - a one-line summary ending in a full stop, then a blank line (or nothing more);
 - ``Args:`` naming exactly the parameters of a function or method that takes any;
@@ -46,6 +47,7 @@ import pytest
 
 import tracejit as tj
 from tracejit import errors, lax, nn
+from tracejit.dispatch import PythonDispatcher
 
 SRC = Path(tj.__file__).resolve().parents[1]  # the source of the package under test
 SECTION = re.compile(r"^(Args|Returns|Yields|Raises|Examples?|Attributes|Note|Warns):\s*$")
@@ -56,7 +58,7 @@ INTERNAL = {errors.IRError, errors.InternalCompilerError}
 # Entry points whose errors come from what they call (tracing the user's function, the
 # passes, the device checks), not from a ``raise`` in their own body.
 RAISES_REQUIRED = {
-    "tracejit.jit", "tracejit.JitFunction.__call__", "tracejit.JitFunction.lower",
+    "tracejit.jit", "tracejit.PythonDispatcher.__call__", "tracejit.JitFunction.lower",
     "tracejit.grad", "tracejit.value_and_grad", "tracejit.vjp", "tracejit.jacobian",
     "tracejit.scan", "tracejit.lax.scan", "tracejit.lax.fori_loop", "tracejit.lax.while_loop",
     "tracejit.lax.map", "tracejit.device", "tracejit.to_device", "tracejit.synchronize",
@@ -93,7 +95,9 @@ def _collect() -> dict[str, object]:
                 and obj.__module__ == errors.__name__:
             found[f"tracejit.errors.{name}"] = obj
     found["tracejit.config"] = type(tj.config)  # the Settings class documents each setting
-    for cls in (tj.JitFunction, tj.Lowered, tj.CacheInfo, tj.Device, tj.Profile):
+    # (a jitted function's call is its base's: dispatch.PythonDispatcher documents it)
+    for cls in (tj.JitFunction, PythonDispatcher, tj.Lowered, tj.CacheInfo, tj.Device,
+                tj.Profile):
         for name, member in _public_members(cls).items():
             found[f"tracejit.{cls.__name__}.{name}"] = member
     # what grad, value_and_grad and jacobian return: their methods live on the base class

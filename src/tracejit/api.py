@@ -41,6 +41,8 @@ from .autostatic import MANY_VALUES, ConcreteInts, Static, static_leaf
 from .backends import Runner, get_backend
 from .check import compile_checked, internal_error, resolve_mode
 from .config import compile_mode, config
+from .dispatch import FLOAT as _FLOAT
+from .dispatch import Dispatcher, fast_key
 from .errors import (
     ConcretizationError,
     ConfigError,
@@ -396,7 +398,7 @@ def _bad_leaf(leaf, name: str, problem: InvalidArgument) -> InvalidArgument:
     )
 
 
-class JitFunction:
+class JitFunction(Dispatcher):
     """A function compiled per signature. Create with :func:`jit`.
 
     Calling it looks the call's signature (argument structure, shapes, dtypes, static
@@ -464,59 +466,6 @@ class JitFunction:
         self._misses = 0
 
     # ------------------------------------------------------------ calling
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Run the function on these arguments, compiling their signature on first use.
-
-        Arrays are traced by shape and dtype, so a call with new shapes compiles again;
-        Python scalars are weakly typed 0-d inputs (NumPy 2 promotion), and hashable
-        non-arrays (a mode string) are static values, part of the cache key.
-
-        Args:
-            *args: The function's positional arguments: arrays, scalars, and pytrees
-                (tuples, lists, dicts) of them.
-            **kwargs: Its keyword arguments, the same kinds.
-
-        Returns:
-            What the function returns, with arrays as NumPy would give them (ndarrays
-                from the CPU, 0-d results as NumPy scalars, CuPy arrays from a GPU).
-
-        Raises:
-            InvalidArgument: An argument jit cannot take: an object array, an
-                ``np.matrix``, an unhashable non-array, an unhashable static value.
-            ConcretizationError: The function needs a traced value as a Python value
-                (``if x > 0``, ``float(x)``).
-            UnsupportedOperation: It calls a NumPy function or argument tracejit does
-                not implement.
-            ShapeError: Shapes NumPy would reject (``DTypeError``, ``AxisError`` and
-                the other ``tracejit.errors`` classes likewise, each a subclass of the
-                builtin exception NumPy raises).
-            BackendUnavailable: The call runs in a ``tj.device("cuda")`` block on a
-                machine without CuPy or a GPU.
-
-        Example:
-            >>> f = tj.jit(lambda x, scale: x * scale)
-            >>> f(np.ones(2, np.float32), 3.0)
-            array([3., 3.], dtype=float32)
-            >>> f(np.ones(2, np.float32), scale=3.0)
-            array([3., 3.], dtype=float32)
-        """
-        if not kwargs and not _PROFILES and not targets.gpu_requested:
-            key = []
-            for a in args:
-                t = type(a)
-                if t is _ndarray:
-                    key.append((a.shape, a.dtype))
-                elif t is float:  # a Python float: a weakly typed float64 scalar input
-                    key.append(_FLOAT)
-                else:
-                    break
-            else:
-                entry = self._fast.get(tuple(key))
-                if entry is not None:
-                    next(self._hits)
-                    return entry.finish(entry.run(*args))
-        return self._call(args, kwargs, False)
-
     def __get__(self, obj, objtype=None):
         if obj is None:
             return self
@@ -661,8 +610,9 @@ class JitFunction:
             next(self._hits)
             outs = entry.run(*leaves) if not _PROFILES else _profiled_call(entry, leaves)
         if arrays_only and device is None:  # __call__ finds it without building a signature
-            self._fast[tuple(_FLOAT if type(a) is float else (a.shape, a.dtype)
-                             for a in args)] = entry
+            key = fast_key(args)
+            if key is not None:
+                self._fast[key] = entry
         elif simple is not None:  # (its key was made before this call's compile, if any)
             self._fast[simple[0]] = entry
         return entry.finish(outs)
@@ -1058,10 +1008,6 @@ def _plain_tree(n: int):
 
 
 _ndarray = np.ndarray
-# The fast path's key of a Python float argument: the type itself, unlike any array's
-# (shape, dtype), a 0-d float64 array's included (which is not weakly typed: x * f32 array
-# differs); the keys of _simple_key's other arguments are tagged alike.
-_FLOAT = float
 _KWARGS = object()  # in a _simple_key: the keyword arguments follow
 _FLOAT_LEAF = ((), WEAK_DEFAULT[float], True, None)  # and its leaf key (see _leaf_key)
 
@@ -1391,11 +1337,24 @@ def _finisher(out_tree, graph: Graph, writes: int = 0, aliased: frozenset = froz
             return _first
         return lambda outs: _finish(outs[0])
     if out_tree == ("t", (pytree.LEAF,) * len(copy)) and not any(copy):  # a flat tuple
-        return lambda outs: tuple([_finish(o) for o in outs])
+        return _tuple_finisher([not v.type.shape for v in graph.outputs[:len(copy)]])
     if any(copy):
         return lambda outs: pytree.unflatten(
             out_tree, [_finish(_copy(o) if c else o) for o, c in zip(outs, copy, strict=True)])
     return lambda outs: pytree.unflatten(out_tree, [_finish(o) for o in outs])
+
+
+def _tuple_finisher(scalar: list[bool]):
+    """A flat tuple's finisher: ``_finish`` on its 0-d outputs (``scalar``), the others
+    (arrays the runner allocated) as they are, written out for the tuple's length (a
+    loop over the outputs costs 0.1 us an output, most of a small call's finish)."""
+    if not any(scalar):
+        return tuple
+    parts = ", ".join(f"finish(outs[{k}])" if s else f"outs[{k}]" for k, s in enumerate(scalar))
+    namespace = {"finish": _finish}
+    exec(compile(f"def finish_tuple(outs):\n    return ({parts},)\n", "<tracejit finish>",
+                 "exec"), namespace)
+    return namespace["finish_tuple"]
 
 
 _VIEWS = {"reshape", "transpose", "slice"}

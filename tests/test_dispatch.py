@@ -1,0 +1,283 @@
+"""The cached call in C (``tracejit._dispatch``) against its definition in Python.
+
+``tracejit.dispatch`` defines the cached call's steps in Python (``PythonDispatcher``,
+``python_fast_key``); JitFunction derives from the C type that does the same where it was
+built. These tests hold the C one to the Python one: the key never joins two calls the
+Python key tells apart (a shared key would run one signature's runner on another's
+arrays: a silent wrong answer), calls give the same results, counts and errors through
+both, and the C code leaks no references. The suite's other tests run through the C one.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import threading
+import tracemalloc
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import tracejit as tj
+from tracejit import dispatch
+from tracejit.dispatch import PythonDispatcher, python_fast_key
+
+
+def test_the_c_dispatcher_is_built():
+    """The README's install builds it (a C compiler is a requirement, as for the disk
+    cache's link step); a machine without one runs the Python steps, slower."""
+    assert dispatch.BUILT
+    assert issubclass(tj.JitFunction, dispatch.Dispatcher)
+    assert tj.JitFunction.__call__ is not PythonDispatcher.__call__
+
+
+class PythonJit(PythonDispatcher, tj.JitFunction):
+    """A jitted function whose call takes the Python steps (PythonDispatcher's __call__
+    comes first in its method order), for side-by-side runs with the C ones."""
+
+
+# dtypes the key must tell apart: every number kind, both byte orders, the equal-sized
+# pairs whose bytes alone would not (int64/float64/complex64, int32/float32/uint32), and
+# the long/longlong pair that NumPy calls equal
+DTYPES = ["?", "i1", "u1", "i2", "<u2", ">u2", "<i4", ">i4", "u4", "<i8", ">i8", "l", "q",
+          "u8", "<f2", "<f4", ">f4", "<f8", ">f8", "g", "<c8", ">c8", "c16"]
+EXTENTS = st.sampled_from([0, 1, 2, 3])  # equal extents, where axis mix-ups would hide
+with warnings.catch_warnings():  # (np.matrix's PendingDeprecationWarning)
+    warnings.simplefilter("ignore")
+    OTHERS = [1, True, None, "s", np.float64(0.5), np.float32(1), [1.0], (2.0,),
+              np.zeros(2, "M8[s]"), np.zeros(2, "M8[ns]"), np.zeros(2, "m8[D]"),
+              np.zeros(3, "U2"), np.zeros(2, [("a", "f8")]), np.zeros(2, object),
+              np.zeros(3).view(np.recarray), np.ma.zeros(3), np.matrix(np.zeros((2, 2)))]
+
+
+@st.composite
+def arguments(draw) -> object:
+    kind = draw(st.sampled_from(["array", "array", "array", "float", "other"]))
+    if kind == "float":
+        return draw(st.sampled_from([0.5, -2.0, float("nan")]))
+    if kind == "other":
+        return draw(st.sampled_from(OTHERS))
+    shape = tuple(draw(st.lists(EXTENTS, max_size=4)))
+    a = np.zeros(shape, draw(st.sampled_from(DTYPES)))
+    if draw(st.booleans()) and a.ndim:
+        a = a[::-1]  # a view: strides are no part of the key
+    return a
+
+
+def _types(args) -> tuple:
+    return tuple(a.dtype.num if type(a) is np.ndarray else type(a) for a in args)
+
+
+def _like(a, draw):
+    """An argument one small step from ``a``: the kind of neighbour a key must tell apart
+    (or may join: an equal copy, a view)."""
+    if type(a) is not np.ndarray or a.dtype.kind not in "biufc":
+        return draw(st.sampled_from([a, 0.5, np.zeros(())]))
+    change = draw(st.sampled_from(["copy", "view", "byte order", "same size", "extent",
+                                   "axes", "ndim", "scalar"]))
+    if change == "copy":
+        return a.copy()
+    if change == "view":
+        return a[::-1] if a.ndim else a[()]
+    if change == "byte order":
+        return a.astype(a.dtype.newbyteorder())
+    if change == "same size":
+        same = [d for d in DTYPES if np.dtype(d).itemsize == a.dtype.itemsize]
+        return a.astype(draw(st.sampled_from(same)))
+    if change == "extent" and a.ndim:
+        axis = draw(st.integers(0, a.ndim - 1))
+        shape = list(a.shape)
+        shape[axis] = draw(st.sampled_from([0, 1, 2, 3]))
+        return np.zeros(shape, a.dtype)
+    if change == "axes":
+        return np.zeros(a.shape[::-1], a.dtype)
+    if change == "ndim":
+        return np.zeros((*a.shape, 1) if draw(st.booleans()) else (1, *a.shape), a.dtype)
+    return draw(st.sampled_from([0.5, np.zeros((), a.dtype)]))
+
+
+@given(st.data())
+def test_the_c_key_joins_only_what_the_python_key_joins(data):
+    """Equal C keys mean equal Python keys (the same shapes, equal dtypes); a C key exists
+    only where a Python key does; equal Python keys of the same type numbers have equal
+    C keys (the C key parts ``long`` from ``longlong``, no more). The second call differs
+    from the first in one argument, by one step: where a key that joins too much would
+    show it."""
+    first = data.draw(st.lists(arguments(), max_size=4))
+    second = list(first)
+    if first:
+        i = data.draw(st.integers(0, len(first) - 1))
+        second[i] = _like(first[i], data.draw)
+    else:
+        second = data.draw(st.lists(arguments(), max_size=2))
+    for args in (first, second):
+        if dispatch.fast_key(tuple(args)) is not None:
+            assert python_fast_key(tuple(args)) is not None
+    c1, c2 = dispatch.fast_key(tuple(first)), dispatch.fast_key(tuple(second))
+    p1, p2 = python_fast_key(tuple(first)), python_fast_key(tuple(second))
+    if c1 is not None and c2 is not None:
+        assert (c1 == c2) == (p1 == p2 and _types(first) == _types(second)), (first, second)
+
+
+def test_the_c_key_refuses_what_the_type_number_does_not_tell():
+    """A datetime's unit and a structured dtype's fields are not in the type number: the
+    call takes the general path (whose errors say what jit makes of them)."""
+    for a in (np.zeros(2, "M8[s]"), np.zeros(2, [("a", "f8")]), np.zeros(2, "U1"),
+              np.zeros(2, object), np.zeros(2).view(np.recarray)):
+        assert dispatch.fast_key((a,)) is None
+    assert dispatch.fast_key((np.zeros(2), 1)) is None  # an int: _simple_key's
+    assert dispatch.fast_key(()) == b""
+    assert dispatch.fast_key(tuple(np.zeros(1) for _ in range(33))) is None  # (too many)
+    with pytest.raises(TypeError):
+        dispatch.fast_key([np.zeros(2)])
+
+
+def sgd(x, g, lr, out):
+    np.multiply(g, -lr, out=out)
+    np.add(out, x, out=out)
+    return out
+
+
+def poly(x, y, n=2, mode="plain"):
+    z = x * y + n
+    return (z if mode == "plain" else -z), z.sum()
+
+
+CALLS = [
+    ((np.arange(6.0), np.ones(6)), {}),
+    ((np.arange(6.0), np.ones(6)), {}),  # a hit
+    ((np.arange(6, dtype=">f8"), np.ones(6)), {}),  # a byte-swapped array: its own key
+    ((np.arange(6.0)[::-1], np.ones(6)), {}),  # a view: the same signature
+    ((np.arange(6.0), 2.5), {}),
+    ((np.arange(6.0), 2.5), {"n": 3}),  # keywords: the general path
+    ((np.arange(6.0), np.ones(6), 3), {}),  # an int: _simple_key's path
+    ((np.arange(6.0), np.ones(6)), {"mode": "neg"}),
+    ((np.arange(4, dtype=np.int32), np.int32(2)), {}),  # a NumPy scalar
+    ((np.arange(4, dtype=np.float32).reshape(2, 2), np.ones((2, 2), np.float32)), {}),
+    ((np.arange(4, dtype=np.float32).reshape(2, 2), np.ones((2, 2), np.float32)), {}),
+]
+
+
+@pytest.mark.parametrize("compile_mode", ["sync", "background"])
+def test_a_sequence_of_calls_gives_the_same_through_both(backend, compile_mode):
+    c = tj.jit(poly, backend=backend, compile=compile_mode)
+    p = PythonJit(poly, backend=backend, compile=compile_mode)
+    for args, kwargs in CALLS:
+        got, want = c(*args, **kwargs), p(*args, **kwargs)
+        for g, w in zip(got, want, strict=True):
+            assert type(g) is type(w) and g.dtype == w.dtype
+            np.testing.assert_array_equal(g, w)
+    assert c.cache_info() == p.cache_info()
+    assert c.cache_info().hits >= 3
+
+
+def test_writes_and_errors_go_the_same_way_through_both(backend):
+    c, p = tj.jit(sgd, backend=backend), PythonJit(sgd, backend=backend)
+    x, g = np.arange(5.0), np.full(5, 2.0)
+    for f in (c, p):
+        out = np.zeros(5)
+        for _ in range(2):
+            assert f(x, g, 0.5, out) is out
+            np.testing.assert_array_equal(out, x - 1.0)
+        with pytest.raises(tj.errors.ReadOnlyDestination):
+            ro = np.zeros(5)
+            ro.flags.writeable = False
+            f(x, g, 0.5, ro)
+        with pytest.raises(tj.errors.InPlaceArgumentError):
+            f(x, g, 0.5, x)  # out is x: the trace took them for separate arrays
+        with pytest.raises(ValueError):
+            f(x, g, 0.5, np.zeros(4))  # NumPy's broadcast error (a new signature)
+    assert c.cache_info() == p.cache_info()
+
+
+def test_an_error_in_the_runner_propagates_through_the_c_call(backend):
+    f = tj.jit(lambda a, i: a[i], backend=backend)
+    a = np.arange(4.0)
+    assert f(a, 1) == 1.0
+    with pytest.raises(IndexError):
+        f(a, 9)
+    g = tj.jit(lambda x: np.linalg.inv(x), backend=backend)
+    with pytest.raises(np.linalg.LinAlgError):
+        for _ in range(2):  # the second a cached call
+            g(np.zeros((2, 2)))
+
+
+def test_a_profile_sees_calls_the_fast_path_would_have_made():
+    f = tj.jit(lambda x: x + 1)
+    x = np.ones(3)
+    f(x)
+    f(x)
+    with tj.profile() as prof:
+        f(x)
+        f(x)
+    assert sum(r.calls for r in prof.functions) == 2
+    assert f.cache_info().hits == 3
+
+
+def test_the_c_call_holds_no_reference_it_should_not():
+    """Arguments, results, the entry and the keys are released: the reference counts
+    are where they were after many calls, and memory does not grow."""
+    f = tj.jit(lambda x, y: x * y + 1.0)
+    x, y = np.ones(8, np.float32), np.ones(8, np.float32)
+    f(x, y)
+    f(x, 2.0)
+    entry = next(iter(f._fast.values()))
+    before = [sys.getrefcount(o) for o in (x, y, entry, f._fast, f._hits)]
+    for _ in range(1000):
+        f(x, y)
+        f(x, 2.0)
+    assert [sys.getrefcount(o) for o in (x, y, entry, f._fast, f._hits)] == before
+    gc.collect()
+    tracemalloc.start()
+    try:
+        for _ in range(2000):
+            f(x, y)
+        start = tracemalloc.get_traced_memory()[0]
+        for _ in range(20000):
+            f(x, y)
+        grown = tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()
+    assert grown < 4096, grown
+
+
+def test_a_jitted_function_is_collected_with_its_cycles():
+    """The C base's references (the entries, the counter) are visible to the collector: a
+    jitted function its own entries refer to is freed."""
+    import weakref
+
+    def f(x):
+        return x + 1
+
+    jf = tj.jit(f)
+    jf(np.ones(2))
+    jf._fast["cycle"] = jf  # (a reference from the C slot back to the function)
+    ref = weakref.ref(jf)
+    del jf
+    gc.collect()
+    assert ref() is None
+
+
+def test_calls_from_many_threads_through_the_c_call(backend):
+    f = tj.jit(lambda x, s: x * s, backend=backend)
+    xs = [np.full(16, float(i)) for i in range(8)]
+    f(xs[0], 2.0)
+    errors = []
+
+    def work(x):
+        try:
+            for _ in range(300):
+                np.testing.assert_array_equal(f(x, 2.0), x * 2.0)
+        except Exception as e:  # (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(x,)) for x in xs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert f.cache_info().hits == 8 * 300
