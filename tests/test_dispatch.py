@@ -45,6 +45,12 @@ class PythonJit(PythonDispatcher, tj.JitFunction):
 DTYPES = ["?", "i1", "u1", "i2", "<u2", ">u2", "<i4", ">i4", "u4", "<i8", ">i8", "l", "q",
           "u8", "<f2", "<f4", ">f4", "<f8", ">f8", "g", "<c8", ">c8", "c16"]
 EXTENTS = st.sampled_from([0, 1, 2, 3])  # equal extents, where axis mix-ups would hide
+# ints, bools, None and strs: keyed by type or by value (``valued``); the ints that the
+# key's 64-bit words would confuse (2**64 + 1 with 1, -1 with 2**64 - 1) take the general
+# path; strs whose bytes pad alike ("a" and "a\0"), empty, long, and past 256 bytes
+VALUES = [0, 1, -1, 2, True, False, 2**63 - 1, -2**63, 2**64 + 1, 2**64 - 1, 2**70, None,
+          "", "a", "a\0", "b", "ab", "\u00e9", "x" * 8, "x" * 9, "x" * 256, "x" * 257,
+          "\ud800"]
 with warnings.catch_warnings():  # (np.matrix's PendingDeprecationWarning)
     warnings.simplefilter("ignore")
     OTHERS = [1, True, None, "s", np.float64(0.5), np.float32(1), [1.0], (2.0,),
@@ -55,9 +61,11 @@ with warnings.catch_warnings():  # (np.matrix's PendingDeprecationWarning)
 
 @st.composite
 def arguments(draw) -> object:
-    kind = draw(st.sampled_from(["array", "array", "array", "float", "other"]))
+    kind = draw(st.sampled_from(["array", "array", "array", "float", "value", "other"]))
     if kind == "float":
         return draw(st.sampled_from([0.5, -2.0, float("nan")]))
+    if kind == "value":
+        return draw(st.sampled_from(VALUES))
     if kind == "other":
         return draw(st.sampled_from(OTHERS))
     shape = tuple(draw(st.lists(EXTENTS, max_size=4)))
@@ -74,6 +82,14 @@ def _types(args) -> tuple:
 def _like(a, draw):
     """An argument one small step from ``a``: the kind of neighbour a key must tell apart
     (or may join: an equal copy, a view)."""
+    if a is None or type(a) in (int, bool, str):  # its neighbours: the same by value in
+        # another type, the next value, the same bytes padded, an int's 64-bit twin
+        near = [a, 0.5, None, str(a), int(bool(a)), bool(a)]
+        if type(a) is int:
+            near += [a + 1, a - 2**64, a + 2**64]
+        if type(a) is str:
+            near += [a + "\0", a[:-1], a.encode("utf-8", "surrogatepass").decode("latin-1")]
+        return draw(st.sampled_from(near))
     if type(a) is not np.ndarray or a.dtype.kind not in "biufc":
         return draw(st.sampled_from([a, 0.5, np.zeros(())]))
     change = draw(st.sampled_from(["copy", "view", "byte order", "same size", "extent",
@@ -101,11 +117,13 @@ def _like(a, draw):
 
 @given(st.data())
 def test_the_c_key_joins_only_what_the_python_key_joins(data):
-    """Equal C keys mean equal Python keys (the same shapes, equal dtypes); a C key exists
-    only where a Python key does; equal Python keys of the same type numbers have equal
-    C keys (the C key parts ``long`` from ``longlong``, no more). The second call differs
-    from the first in one argument, by one step: where a key that joins too much would
-    show it."""
+    """Equal C keys mean equal Python keys (the same shapes, equal dtypes, the same types,
+    equal values where they are values); a C key exists only where a Python key does;
+    equal Python keys of the same type numbers have equal C keys (the C key parts
+    ``long`` from ``longlong``, no more). The second call differs from the first in one
+    argument, by one step: where a key that joins too much would show it. ``valued``
+    (which positions hold ints the function needs as values) is drawn, shorter than the
+    call at times (positions without a parameter's name)."""
     first = data.draw(st.lists(arguments(), max_size=4))
     second = list(first)
     if first:
@@ -113,13 +131,40 @@ def test_the_c_key_joins_only_what_the_python_key_joins(data):
         second[i] = _like(first[i], data.draw)
     else:
         second = data.draw(st.lists(arguments(), max_size=2))
+    valued = bytes(data.draw(st.lists(st.sampled_from([0, 1]), max_size=5)))
+    keys = []
     for args in (first, second):
-        if dispatch.fast_key(tuple(args)) is not None:
-            assert python_fast_key(tuple(args)) is not None
-    c1, c2 = dispatch.fast_key(tuple(first)), dispatch.fast_key(tuple(second))
-    p1, p2 = python_fast_key(tuple(first)), python_fast_key(tuple(second))
+        c, p = dispatch.fast_key(tuple(args), valued), python_fast_key(tuple(args), valued)
+        if c is not None:
+            assert p is not None
+        keys.append((c, p))
+    (c1, p1), (c2, p2) = keys
     if c1 is not None and c2 is not None:
         assert (c1 == c2) == (p1 == p2 and _types(first) == _types(second)), (first, second)
+
+
+SHAPES = [(), (0,), (1,), (2,), (3,), (1, 1), (2, 1), (1, 2), (2, 2), (2, 3), (3, 2),
+          (1, 1, 1), (2, 2, 2)]
+SINGLES = ([np.zeros(shape, d) for d in DTYPES for shape in SHAPES] + VALUES
+           + [0.5, float("inf")] + OTHERS)
+
+
+@pytest.mark.parametrize("valued", [b"\0", b"\1", b""], ids=["by type", "by value", "unnamed"])
+def test_every_pair_of_single_arguments_is_keyed_as_the_python_key_keys_it(valued):
+    """Every pair of one-argument calls from a fixed list (every dtype and byte order at
+    square, size-1 and empty shapes; the ints, bools, strs and None above; floats; what the
+    key refuses): equal C keys exactly where the Python keys are equal and the type
+    numbers match. The drawn test above covers calls of several arguments."""
+    keys = [(dispatch.fast_key((a,), valued), python_fast_key((a,), valued), _types((a,)))
+            for a in SINGLES]
+    for c, p, _ in keys:
+        assert c is None or p is not None
+    for i, (c1, p1, t1) in enumerate(keys):
+        if c1 is None:
+            continue
+        for j, (c2, p2, t2) in enumerate(keys):
+            if c2 is not None:
+                assert (c1 == c2) == (p1 == p2 and t1 == t2), (SINGLES[i], SINGLES[j])
 
 
 def test_the_c_key_refuses_what_the_type_number_does_not_tell():
@@ -127,12 +172,16 @@ def test_the_c_key_refuses_what_the_type_number_does_not_tell():
     call takes the general path (whose errors say what jit makes of them)."""
     for a in (np.zeros(2, "M8[s]"), np.zeros(2, [("a", "f8")]), np.zeros(2, "U1"),
               np.zeros(2, object), np.zeros(2).view(np.recarray)):
-        assert dispatch.fast_key((a,)) is None
-    assert dispatch.fast_key((np.zeros(2), 1)) is None  # an int: _simple_key's
-    assert dispatch.fast_key(()) == b""
-    assert dispatch.fast_key(tuple(np.zeros(1) for _ in range(33))) is None  # (too many)
+        assert dispatch.fast_key((a,), b"") is None
+    by_type = dispatch.fast_key((np.zeros(2), 1), b"\0\0")
+    by_value = dispatch.fast_key((np.zeros(2), 1), b"\0\1")
+    assert None is not by_type != by_value is not None
+    assert dispatch.fast_key((np.zeros(2), 1), b"\0") is None  # (no parameter's name)
+    assert dispatch.fast_key((2**64 + 1,), b"\1") is None  # (no 64-bit word holds it)
+    assert dispatch.fast_key((), b"") == b""
+    assert dispatch.fast_key(tuple(np.zeros(1) for _ in range(33)), b"") is None
     with pytest.raises(TypeError):
-        dispatch.fast_key([np.zeros(2)])
+        dispatch.fast_key([np.zeros(2)], b"")
 
 
 def sgd(x, g, lr, out):
@@ -141,8 +190,10 @@ def sgd(x, g, lr, out):
     return out
 
 
-def poly(x, y, n=2, mode="plain"):
+def poly(x, y, n=2, mode="plain", k=None):
     z = x * y + n
+    if k is not None:  # (an int it needs as a value: valued from the first such call)
+        z = z[:k]
     return (z if mode == "plain" else -z), z.sum()
 
 
@@ -155,6 +206,16 @@ CALLS = [
     ((np.arange(6.0), 2.5), {"n": 3}),  # keywords: the general path
     ((np.arange(6.0), np.ones(6), 3), {}),  # an int: _simple_key's path
     ((np.arange(6.0), np.ones(6)), {"mode": "neg"}),
+    ((np.arange(6.0), np.ones(6), 3, "neg"), {}),  # a str by position: a value
+    ((np.arange(6.0), np.ones(6), 3, "neg"), {}),
+    ((np.arange(6.0), np.ones(6), 4, "plain"), {}),
+    ((np.arange(6.0), np.ones(6), 4, "plain", None), {}),
+    ((np.arange(6.0), np.ones(6), True, "plain", 2), {}),  # k: valued from here on
+    ((np.arange(6.0), np.ones(6), True, "plain", 2), {}),
+    ((np.arange(6.0), np.ones(6), 1, "plain", 3), {}),
+    ((np.arange(6.0), np.ones(6), 1, "plain", 2), {}),
+    ((np.arange(6.0), np.ones(6), 1, "plain", True), {}),  # a bool there: its own key
+    ((np.arange(6.0), np.ones(6), 2**70, "plain", 2), {}),  # an int beyond int64
     ((np.arange(4, dtype=np.int32), np.int32(2)), {}),  # a NumPy scalar
     ((np.arange(4, dtype=np.float32).reshape(2, 2), np.ones((2, 2), np.float32)), {}),
     ((np.arange(4, dtype=np.float32).reshape(2, 2), np.ones((2, 2), np.float32)), {}),

@@ -107,3 +107,36 @@ def test_python_ints_beyond_int64_as_numpy(name, fn, x, backend, min_kernel_size
     got = tj.jit(fn, backend=backend)(x)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
+
+
+ARGUMENT = [  # (a function of an array and a Python int argument, the array)
+    ("f64 + n", lambda x, n: x + n, np.linspace(-1, 1, 5)),
+    ("f32 * n", lambda x, n: x * n, np.linspace(-1, 1, 5, dtype=np.float32)),
+    ("i64 < n", lambda x, n: x < n, np.array([_I64.max, _I64.min, 0])),
+    ("i64 + n", lambda x, n: x + n, np.arange(3)),
+    ("where(f64, n)", lambda x, n: np.where(x > 0, x, n), np.linspace(-1, 1, 4)),
+]
+
+
+@pytest.mark.parametrize("min_kernel_size", [0, 4096], ids=["kernels", "numpy calls"])
+@pytest.mark.parametrize("name, fn, x", ARGUMENT, ids=[c[0] for c in ARGUMENT])
+def test_an_int_argument_beyond_int64_as_numpy(name, fn, x, backend, min_kernel_size,
+                                               monkeypatch):
+    """An int argument beyond int64 is passed by value, so NumPy's rules for such ints
+    apply (a float beside an inexact array, an OverflowError beside an integer one), where
+    a traced int64 input overflowed; calls with ints in range before and after still run
+    on their own entry (the cached call's key never holds a huge int)."""
+    from tracejit.config import config
+
+    monkeypatch.setattr(config, "min_kernel_size", min_kernel_size)
+    f = tj.jit(fn, backend=backend)
+    for n in (3, 2**70, -(2**80), 2**63, -(2**63), 5, 2**70):
+        try:
+            want = fn(x, n)
+        except OverflowError:
+            with pytest.raises(OverflowError):
+                f(x, n)
+            continue
+        got = f(x, n)
+        assert got.dtype == want.dtype, n
+        np.testing.assert_array_equal(got, want)

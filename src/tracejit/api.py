@@ -349,6 +349,12 @@ class _Entry:
 _GENERATOR = GENERATOR.dtype  # a random generator argument (see ir/random_ops.py)
 
 
+# A Python int argument beyond int64 is passed by value: NumPy makes a float of it beside
+# an inexact array and raises beside an integer one, where a traced int64 input could
+# hold neither (its kernel argument would overflow).
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
 def _leaf_key(leaf):
     """(shape, dtype, weak, device) of one argument leaf, the device None but for a GPU
     array, the class for a random generator (a graph input its draws read; the cache key
@@ -366,6 +372,8 @@ def _leaf_key(leaf):
             raise InvalidArgument(problem[0], hint=problem[1])
         return (leaf.shape, leaf.dtype, False, None)
     if t in WEAK_DEFAULT:
+        if t is int and not _INT64_MIN <= leaf <= _INT64_MAX:
+            return Static(int, leaf)  # (as a literal: NumPy's own rules, see trace.core)
         return ((), WEAK_DEFAULT[t], True, None)
     if t is bool or isinstance(leaf, np.generic):
         return ((), np.dtype(t) if t is bool else leaf.dtype, False, None)
@@ -453,6 +461,7 @@ class JitFunction(Dispatcher):
         self._fast_path_off = bool(self._static_nums or self._static_names)
         self._static_at: dict[tuple[int, bool], tuple[int, ...]] = {}  # _static_positions'
         self._concrete = ConcreteInts()  # Python int arguments it needs concretely
+        self._valued = bytes(len(positional))  # the same, per positional parameter
         self._names: dict[tuple, list[str]] = {}  # _leaf_names'
         self._cache: dict[CallSignature, _Entry] = {}
         # the same entries keyed by ((shape, dtype), ...) for calls with positional arrays
@@ -536,6 +545,7 @@ class JitFunction(Dispatcher):
         now known to be needed concretely, so that tracing again passes them by value."""
         with self._lock:
             new = self._concrete.learn(error, self._dynamic_names(sig), leaves)
+            self._valued = bytes(name in self._concrete.paths for name in self._param_names)
         for name in new:
             _logger().info("%s uses its Python int argument %r concretely (a range, shape, "
                            "index or `if`): it is static from now on, one compile per "
@@ -578,8 +588,11 @@ class JitFunction(Dispatcher):
 
     def _call(self, args, kwargs, bound):
         device, strict = self._target()
-        simple = None
+        simple = key = None
         if not (bound or self._fast_path_off or _PROFILES or device is not None):
+            # the keys this call's entry is stored under: the cached call's (made before a
+            # compile that may learn of more valued ints), and _simple_key's for keywords
+            key = None if kwargs else fast_key(args, self._valued)
             simple = self._simple_key(args, kwargs)  # ints, strs, None, keywords too
             if simple is not None:
                 entry = self._fast.get(simple[0])
@@ -609,11 +622,9 @@ class JitFunction(Dispatcher):
         else:
             next(self._hits)
             outs = entry.run(*leaves) if not _PROFILES else _profiled_call(entry, leaves)
-        if arrays_only and device is None:  # __call__ finds it without building a signature
-            key = fast_key(args)
-            if key is not None:
-                self._fast[key] = entry
-        elif simple is not None:  # (its key was made before this call's compile, if any)
+        if key is not None:  # the cached call finds it without building a signature
+            self._fast[key] = entry
+        if simple is not None:  # (its key was made before this call's compile, if any)
             self._fast[simple[0]] = entry
         return entry.finish(outs)
 
@@ -989,6 +1000,8 @@ def _simple_part(a, concrete: bool, key: list, leaves: list) -> bool:
     elif a is None:
         key.append(None)
     elif t is int or t is bool:
+        if t is int and not _INT64_MIN <= a <= _INT64_MAX:
+            return False  # (passed by value: _leaf_key)
         if concrete:
             key.append((t, a))
         else:

@@ -24,19 +24,34 @@ _ndarray = np.ndarray
 FLOAT = float
 
 
-def python_fast_key(args: tuple) -> tuple | None:
-    """The cached call's key of positional ndarrays and Python floats: each array's
-    (shape, dtype), a float's ``FLOAT``; None for any other call. ``_dispatch.fast_key``
-    gives a key with the same equalities (bytes read off the arrays' structs)."""
-    key = []
-    for a in args:
+def python_fast_key(args: tuple, valued: bytes, inputs: list | None = None) -> tuple | None:
+    """The cached call's key of positional arguments (None for a call it holds no key of):
+    each array's (shape, dtype), a float's ``FLOAT``, None itself, an int's or bool's type
+    (with its value where ``valued[i]``: the function needs it as a value), a str's type
+    and value. ``_dispatch.fast_key`` gives a key with the same equalities, read off the
+    arrays' structs. Positions past ``valued``'s end have no parameter's name: an int
+    there, an int beyond int64, and any other argument take the general path.
+    ``inputs``, if given, gets the runner's inputs: the arguments that are not values
+    (None, strs, valued ints)."""
+    key: list = []
+    for i, a in enumerate(args):
         t = type(a)
-        if t is _ndarray:
-            key.append((a.shape, a.dtype))
-        elif t is float:  # a Python float: a weakly typed float64 scalar input
-            key.append(FLOAT)
+        if t is _ndarray or t is float:  # (a float: a weakly typed float64 scalar input)
+            key.append((a.shape, a.dtype) if t is _ndarray else FLOAT)
+        elif a is None or t is str:
+            key.append(None if a is None else (t, a))
+            continue
+        elif t is int or t is bool:
+            if i >= len(valued) or t is int and not -(2**63) <= a < 2**63:
+                return None  # (an int beyond int64 is passed by value: api._leaf_key)
+            if valued[i]:
+                key.append((t, a))
+                continue
+            key.append(t)
         else:
             return None
+        if inputs is not None:
+            inputs.append(a)
     return tuple(key)
 
 
@@ -44,8 +59,9 @@ class PythonDispatcher:
     """The cached call, in Python: JitFunction's base where ``_dispatch`` was not built.
 
     A subclass sets ``_fast`` (a dict: fast key -> entry, whose ``run`` and ``finish``
-    make the call), ``_hits`` (an ``itertools.count``) and defines ``_call(args, kwargs,
-    bound)``, the general path.
+    make the call), ``_hits`` (an ``itertools.count``), ``_valued`` (per positional
+    parameter, whether the function needs an int there as a value: bytes) and defines
+    ``_call(args, kwargs, bound)``, the general path.
     """
 
     __slots__ = ()
@@ -87,10 +103,11 @@ class PythonDispatcher:
             array([3., 3.], dtype=float32)
         """
         if not kwargs and not _PROFILES and not targets.gpu_requested:
-            entry = self._fast.get(fast_key(args))  # (a None key is never in it)
-            if entry is not None:
+            inputs: list = []
+            entry = self._fast.get(python_fast_key(args, self._valued, inputs))
+            if entry is not None:  # (no entry is under None)
                 next(self._hits)
-                return entry.finish(entry.run(*args))
+                return entry.finish(entry.run(*inputs))
         return self._call(args, kwargs, False)
 
 
