@@ -769,3 +769,40 @@ def test_bincount_with_minlength(backend):
             f(bad, w)
     with pytest.raises(tj.errors.UnsupportedOperation, match="minlength"):
         tj.jit(lambda x: np.bincount(x), backend=backend)(x)
+
+
+def add_one(a):
+    a += 1
+    return a
+
+
+def scale_tail(a):
+    a[1:] *= 2
+    return a.sum()
+
+
+LAYOUTS = {  # the same values, laid out otherwise in memory
+    "swapped-i4": lambda x: x.astype(">i4"),
+    "swapped-f8": lambda x: x.astype(">f8"),
+    "strided": lambda x: np.repeat(x, 2, axis=-1)[..., ::2],
+    "fortran": np.asfortranarray,
+    "unaligned": lambda x: np.frombuffer(bytearray(1) + x.tobytes(), x.dtype, x.size, 1)
+    .reshape(x.shape),
+}
+
+
+@pytest.mark.parametrize("fn", [add_one, scale_tail])
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_written_arguments_of_any_layout_match_numpy(layout, fn, backend):
+    """A written argument byte-swapped, strided, in Fortran order or unaligned is written
+    as NumPy writes it, on the first runner and the compiled one (the runner computes a
+    whole written argument in place only where it is C-contiguous, aligned and native: a
+    '>i4' argument once got native int32 bytes, ``a += 1`` made 1 into 33554432)."""
+    f = tj.jit(fn, backend=backend)
+    for _ in range(2):
+        base = np.arange(1, 7, dtype=np.int32).reshape(2, 3)
+        want_a, got_a = LAYOUTS[layout](base), LAYOUTS[layout](base)
+        want = fn(want_a)
+        _assert_same(f(got_a), want)
+        _assert_same(got_a, want_a)
+        f.wait_compiled()

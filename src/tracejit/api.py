@@ -1044,7 +1044,10 @@ def _arrays_signature(args: tuple, device, strict: bool) -> CallSignature | None
 
 def _input_types(names: list[str], leaves: tuple) -> tuple[list[TensorType], list]:
     """The graph inputs' types, and where each lives: a GPU array's device, the CPU for
-    other arrays, None for a scalar (it goes wherever it is used)."""
+    other arrays, None for a scalar (it goes wherever it is used). A type's dtype is in
+    native byte order: it says what the values are (NumPy computes in native order), and
+    a byte-swapped argument (its own signature) is read as NumPy reads it: a kernel's
+    argument converted, a written argument stored back through NumPy."""
     types, where = [], []
     for name, (shape, dtype, weak, device) in zip(names, leaves, strict=True):
         if dtype is _GENERATOR:
@@ -1054,7 +1057,8 @@ def _input_types(names: list[str], leaves: tuple) -> tuple[list[TensorType], lis
         if dtype.kind not in "biufc":
             raise InvalidArgument(f"argument {name!r} has unsupported dtype {dtype}",
                                   hint="use bool, integer, float or complex arrays")
-        types.append(TensorType(shape, dtype, weak))
+        types.append(TensorType(shape, dtype if dtype.isnative else dtype.newbyteorder("="),
+                                weak))
         where.append(device if device is not None else targets.CPU if shape else None)
     return types, where
 

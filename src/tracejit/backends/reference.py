@@ -99,6 +99,13 @@ def _nbytes(v) -> int:
     return v.type.size * v.type.dtype.itemsize
 
 
+def _swapped(dtype: np.dtype, native: np.dtype) -> bool:
+    """Whether ``dtype`` is ``native`` byte-swapped: the IR's types are native, where NumPy
+    keeps a byte-swapped argument's order in its views and some results (``x.T``,
+    ``np.sort(x)``, ``x @ x``)."""
+    return not dtype.isnative and dtype.newbyteorder("=") == native
+
+
 def _check(value, node):
     t = node.out.type
     if t.dtype.kind == "O":  # a loop's results (checked one by one by loop_output)
@@ -106,7 +113,7 @@ def _check(value, node):
     if t.weak:
         return np.asarray(value).item()  # keep Python-scalar semantics for later ops
     arr = np.asarray(value)
-    if arr.shape != t.shape or arr.dtype != t.dtype:
+    if arr.shape != t.shape or arr.dtype != t.dtype and not _swapped(arr.dtype, t.dtype):
         raise IRError(
             f"{node.op} produced {arr.dtype}{list(arr.shape)} where the IR says {t}",
             location=node.loc,
