@@ -6,6 +6,10 @@ step at a time, running each step with NumPy to learn the shapes and dtypes the 
 use. A step NumPy rejects is usually dropped but sometimes kept as the last step; NumPy then
 raises for the whole program and tracejit must raise the same builtin exception class.
 
+Array arguments come in various memory layouts holding the same values (``Layout``: byte
+order, strides, Fortran order, read-only, unaligned); NumPy's results depend on the values
+only, so the expected ones come from the plain arrays.
+
 Results whose rounding may differ from NumPy's are inexact: later steps may not use them (a
 rounding difference would be amplified: by ``floor``, a comparison, a cast to int) and they
 are compared within a tolerance. Everywhere that is matmul and the moments; on a compiled
@@ -208,13 +212,70 @@ def method(name: str, x: Ref, *static, inexact=None, **kwargs) -> Step:
     return Step(text, lambda v: getattr(v, name)(*static, **kwargs), (x,), inexact, name)
 
 
+# Memory layouts of an array ``{0}`` holding its values, each an expression that is both
+# shown and run. A compiled backend's kernels read C-contiguous, aligned, native-order
+# memory: its runner must convert every other layout as NumPy reads it.
+FORMS = {
+    "contiguous": "{0}",
+    "strided": "np.repeat({0}, 2, axis=-1)[..., ::2]",  # (every other element)
+    "reversed": "{0}[::-1].copy()[::-1]",  # (negative strides)
+    "fortran": "np.asfortranarray({0})",
+    "read-only": "np.broadcast_to({0}, {0}.shape)",
+    "unaligned": "np.frombuffer(bytes(1) + {0}.tobytes(), {0}.dtype, {0}.size, 1)"
+                 ".reshape({0}.shape)",  # (read-only too)
+}
+SWAPPED = "{0}.astype({0}.dtype.newbyteorder())"
+
+
+def forms(x: np.ndarray) -> list[str]:
+    """The forms of ``FORMS`` that fit ``x``: strides need an axis and Fortran order two to
+    differ from C order; an array of 1-byte items is always aligned."""
+    unfit = set()
+    if x.ndim == 0:
+        unfit |= {"strided", "reversed"}
+    if x.ndim < 2:
+        unfit.add("fortran")
+    if x.dtype.itemsize == 1:
+        unfit.add("unaligned")
+    return [form for form in FORMS if form not in unfit]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How an array argument lies in memory: its byte order and a form of ``FORMS``."""
+
+    swapped: bool = False
+    form: str = "contiguous"
+
+    def expressions(self) -> list[str]:
+        """What makes an array ``{0}`` laid out so, one assignment to ``{0}`` after another."""
+        return [SWAPPED] * self.swapped + [FORMS[self.form]] * (self.form != "contiguous")
+
+    def apply(self, x: Any) -> Any:
+        """``x`` laid out so (an array; any other input as it is)."""
+        if isinstance(x, np.ndarray):
+            for expression in self.expressions():
+                x = eval(expression.format("x"), {"np": np, "x": x})
+        return x
+
+
+PLAIN = Layout()
+
+
+def lay_out(inputs: list, layouts: tuple[Layout, ...]) -> list:
+    return [layout.apply(x) for x, layout in zip(inputs, layouts, strict=True)]
+
+
 class Program:
     """Inputs (arrays, NumPy scalars and, last, maybe a Python scalar), steps, the indices of
-    the returned values, and how the inputs are passed: "positional", "tuple" or "dict".
+    the returned values, how the inputs are passed: "positional", "tuple" or "dict", and
+    each input's layout (its values are those of ``inputs``, where NumPy reads them).
     Not a dataclass, so that hypothesis prints it with ``__repr__``."""
 
-    def __init__(self, inputs: list, steps: list[Step], outputs: tuple[int, ...], packing: str):
+    def __init__(self, inputs: list, steps: list[Step], outputs: tuple[int, ...], packing: str,
+                 layouts: tuple[Layout, ...] | None = None):
         self.inputs, self.steps, self.outputs, self.packing = inputs, steps, outputs, packing
+        self.layouts = layouts or (PLAIN,) * len(inputs)
 
     def pack(self, inputs: list) -> tuple:
         if self.packing == "tuple":
@@ -266,7 +327,9 @@ class Program:
         }[self.packing]
         lines += [f"    {s.render(f'v{len(names) + k}')}" for k, s in enumerate(self.steps)]
         lines.append(f"    return ({', '.join(f'v{i}' for i in self.outputs)},)")
-        lines += [f"# {name} = {literal(x)}" for name, x in zip(names, self.inputs, strict=True)]
+        for name, x, layout in zip(names, self.inputs, self.layouts, strict=True):
+            lines.append(f"# {name} = {literal(x)}")
+            lines += [f"# {name} = {e.format(name)}" for e in layout.expressions()]
         return "\n" + "\n".join(lines)
 
 
@@ -295,6 +358,18 @@ def values_like(draw, x: Any) -> Any:
         return draw(PY_ARGUMENTS[type(x)])
     array = draw(arrays(x.dtype, np.shape(x)))
     return array[()] if isinstance(x, np.generic) else array
+
+
+def layouts(inputs: list) -> st.SearchStrategy[tuple[Layout, ...]]:
+    """A layout for each input: the plain one for NumPy and Python scalars."""
+
+    def layout(x: Any) -> st.SearchStrategy[Layout]:
+        if not isinstance(x, np.ndarray):
+            return st.just(PLAIN)
+        swapped = st.booleans() if x.dtype.itemsize > 1 else st.just(False)
+        return st.builds(Layout, swapped, st.sampled_from(forms(x)))
+
+    return st.tuples(*map(layout, inputs))
 
 
 def operand(pool: list[int], scalar_args: list[int]) -> st.SearchStrategy:
@@ -571,6 +646,7 @@ def programs(draw, scalar_arg: bool = False, exact_math: bool = True) -> Program
     scalar_args = [len(inputs)] if scalar_arg else []
     if scalar_arg:
         inputs.append(draw(st.one_of(*PY_ARGUMENTS.values())))
+    arguments = draw(layouts(inputs))
 
     values, steps, inexact = list(inputs), [], set()
     target, attempts = draw(st.integers(1, 8) | st.integers(4, 8)), 0
@@ -594,27 +670,38 @@ def programs(draw, scalar_arg: bool = False, exact_math: bool = True) -> Program
     returnable = [i for i in range(len(values)) if i not in scalar_args]
     extra = draw(st.lists(st.sampled_from(returnable), max_size=2))
     packing = draw(st.sampled_from(["positional", "tuple", "dict"]))
-    return Program(inputs, steps, (returnable[-1], *extra), packing)
+    return Program(inputs, steps, (returnable[-1], *extra), packing, arguments)
 
 
 # --------------------------------------------------------------------------- checking
 
 
-def check_call(f: Callable, prog: Program, inputs: list) -> None:
-    """Call the jitted ``f`` on ``inputs`` and compare with running ``prog`` in NumPy."""
+def native(x: Any) -> Any:
+    """``x`` in native byte order: jit, as NumPy, may return a view of a byte-swapped
+    argument (``v0.T``) byte-swapped, where the expected results (from the plain inputs)
+    are native; the byte order is not a value."""
+    if isinstance(x, np.ndarray) and not x.dtype.isnative:
+        return x.astype(x.dtype.newbyteorder("="))
+    return x
+
+
+def check_call(f: Callable, prog: Program, inputs: list, layouts: tuple[Layout, ...]) -> None:
+    """Call the jitted ``f`` on ``inputs`` laid out as ``layouts`` and compare with running
+    ``prog`` in NumPy on the plain ``inputs``."""
+    arguments = lay_out(inputs, layouts)
     try:
         values = prog.evaluate(inputs)
     except Exception as exc:
         with pytest.raises(builtin_error(exc)) as info:
-            f(*prog.pack(inputs))
+            f(*prog.pack(arguments))
         assert isinstance(info.value, tj.errors.TracejitError)
         return
-    before = [np.copy(x) for x in inputs]
-    got = f(*prog.pack(inputs))
+    before = [np.copy(x) for x in arguments]
+    got = f(*prog.pack(arguments))
     assert isinstance(got, tuple) and len(got) == len(prog.outputs)
     for out, index in zip(got, prog.outputs, strict=True):
-        assert_same(out, values[index], prog.tolerance(values, index))
-    for x, original in zip(inputs, before, strict=True):
+        assert_same(native(out), values[index], prog.tolerance(values, index))
+    for x, original in zip(arguments, before, strict=True):
         np.testing.assert_array_equal(x, original, "jit mutated an input")
 
 
@@ -626,7 +713,7 @@ def run_examples(backend: str, test: Callable, **strategies) -> None:
 
 def test_random_program_matches_numpy(backend):
     def test(prog):
-        check_call(tj.jit(prog.function(), backend=backend), prog, prog.inputs)
+        check_call(tj.jit(prog.function(), backend=backend), prog, prog.inputs, prog.layouts)
 
     run_examples(backend, test, prog=programs(exact_math=exact(backend)))
 
@@ -634,8 +721,9 @@ def test_random_program_matches_numpy(backend):
 def test_second_call_with_new_values_is_correct(backend):
     def test(prog, data):
         f = tj.jit(prog.function(), backend=backend)
-        check_call(f, prog, prog.inputs)
-        check_call(f, prog, [data.draw(values_like(x)) for x in prog.inputs])
+        check_call(f, prog, prog.inputs, prog.layouts)
+        inputs = [data.draw(values_like(x)) for x in prog.inputs]
+        check_call(f, prog, inputs, data.draw(layouts(inputs)))
 
     run_examples(backend, test, prog=programs(exact_math=exact(backend)), data=st.data())
 
@@ -645,14 +733,14 @@ def test_python_scalar_argument_can_change_between_calls(backend):
         f = tj.jit(prog.function(), backend=backend)
         *arrays, scalar = prog.inputs
         for s in [scalar, *data.draw(st.lists(values_like(scalar), min_size=1, max_size=3))]:
-            check_call(f, prog, [*arrays, s])
+            check_call(f, prog, [*arrays, s], prog.layouts)
 
     prog = programs(scalar_arg=True, exact_math=exact(backend))
     run_examples(backend, test, prog=prog, data=st.data())
 
 
 def test_python_scalar_argument_can_change_type_between_calls(backend):
-    def test(x, scalars):
+    def test(x, layout, scalars):
         prog = Program(
             [x, scalars[0]],
             [
@@ -664,12 +752,13 @@ def test_python_scalar_argument_can_change_type_between_calls(backend):
         )
         f = tj.jit(prog.function(), backend=backend)
         for s in scalars:
-            check_call(f, prog, [x, s])
+            check_call(f, prog, [x, s], (layout, PLAIN))
 
     run_examples(
         backend,
         test,
         x=st.sampled_from(DTYPES).flatmap(lambda dtype: arrays(dtype, (2, 3))),
+        layout=st.builds(Layout, st.booleans(), st.sampled_from(list(FORMS))),
         scalars=st.lists(st.one_of(*PY_ARGUMENTS.values()), min_size=2, max_size=4),
     )
 
@@ -684,16 +773,38 @@ def test_small_kernels_compiled_later_give_the_same_bits(monkeypatch):
     def test(prog):
         f = tj.jit(prog.function(), backend="cpu")
         try:
-            first = f(*prog.pack(prog.inputs))
+            first = f(*prog.pack(lay_out(prog.inputs, prog.layouts)))
         except tj.errors.TracejitError:
             return  # raising programs: check_call's business, in the tests above
         (entry,) = f._cache.values()
         assert f.wait_compiled(120)
         swapped.append(entry.pending is not None)
-        check_call(f, prog, prog.inputs)
-        for a, b in zip(f(*prog.pack(prog.inputs)), first, strict=True):
+        check_call(f, prog, prog.inputs, prog.layouts)
+        for a, b in zip(f(*prog.pack(lay_out(prog.inputs, prog.layouts))), first, strict=True):
             np.testing.assert_array_equal(np.signbit(a), np.signbit(b))
             np.testing.assert_array_equal(a, b)
 
     settings(SETTINGS, max_examples=60)(given(prog=programs(exact_math=False))(test))()
     assert sum(swapped) >= 3, f"only {sum(swapped)} of {len(swapped)} programs were swapped"
+
+
+@pytest.mark.parametrize("dtype", ["int32", "float64"])
+@pytest.mark.parametrize("step", [
+    call("max", (Ref(0),)),
+    call("min", (Ref(0),), axis=0),
+    Step("{0}.T", lambda v: v.T, (Ref(0),)),
+    call("sort", (Ref(0),)),
+    Step("{0} @ {0}.T", lambda a: a @ a.T, (Ref(0),)),
+    Step("{0}[:, [2, 0]]", lambda v: v[:, [2, 0]], (Ref(0),)),
+], ids=lambda step: step.render("out"))
+def test_byte_swapped_argument_reductions_and_views(step, dtype, backend):
+    """A byte-swapped argument is typed native in the IR ('>i4' holds int32 values):
+    NumPy's max of it is native, its views and some results (``.T``, sort, matmul,
+    ``x[idx]``) keep its order. (The layouts above found the reference backend raising
+    InternalCompilerError on ``np.max`` of a '>i4' argument the IR typed '>i4'.)"""
+    prog = Program([np.arange(6, dtype=dtype).reshape(2, 3)], [step], (1,), "positional",
+                   (Layout(swapped=True),))
+    f = tj.jit(prog.function(), backend=backend)
+    check_call(f, prog, prog.inputs, prog.layouts)
+    f.wait_compiled()
+    check_call(f, prog, prog.inputs, prog.layouts)
