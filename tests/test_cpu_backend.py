@@ -370,3 +370,15 @@ def test_int64_arithmetic_wraps_as_numpys_in_kernels(fn, monkeypatch):
     b = np.array([lo, 2, -1, 2 ** 62], np.int64)
     with np.errstate(over="ignore"):
         np.testing.assert_array_equal(tj.jit(fn, backend="cpu")(a, b), fn(a, b))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_spacing_of_infinities_and_nans_keeps_numpys_nan_signs(dtype):
+    """A compiled np.spacing gives NumPy's NaNs bit for bit in sign: positive for the
+    infinities (x86's inf - inf, which the kernel once returned, is a negative NaN), the
+    input NaN itself for a NaN of either sign."""
+    x = np.array([-np.inf, np.inf, np.nan, -np.nan, 1.0, -0.0, 0.0, -3.0], dtype)
+    got = tj.jit(np.spacing, backend="cpu")(x)
+    want = np.spacing(x)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    np.testing.assert_array_equal(got, want)

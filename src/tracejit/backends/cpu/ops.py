@@ -87,9 +87,9 @@ _FLOAT = {
     # float64 quotient rounded to float32)
     "degrees": _DEGREES, "rad2deg": _DEGREES, "radians": _RADIANS, "deg2rad": _RADIANS,
     "heaviside": "(np.nan if {0} != {0} else ({1} if {0} == 0 else (0.0 if {0} < 0 else 1.0)))",
-    # NumPy: NaN for NaN and infinities, else the step away from zero (up from -0.0,
-    # where Numba's np.spacing steps down)
-    "spacing": "(({0} - {0}) if ({0} != {0} or abs({0}) == np.inf) else "
+    # NumPy: the NaN itself for a NaN, a positive NaN for infinities (x86's inf - inf is
+    # negative), else the step away from zero (up from -0.0, where Numba's steps down)
+    "spacing": "({0} if {0} != {0} else {T}(np.nan) if abs({0}) == np.inf else "
                "(np.nextafter({0}, {T}(-np.inf) if {0} < 0 else {T}(np.inf)) - {0}))",
 }
 for _name in ("sqrt cbrt sin cos tan arcsin arccos arcsinh arccosh arctanh "

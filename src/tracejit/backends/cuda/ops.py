@@ -140,9 +140,11 @@ template <typename T> __device__ __forceinline__ T tj_heaviside(T x, T h0) {
   if (x == (T)0) return h0;
   return x < (T)0 ? (T)0 : (T)1;
 }
-// np.spacing: NaN for NaN and infinities, else the step away from zero (up from -0.0).
+// np.spacing: the NaN itself for a NaN, a positive NaN for infinities (the GPU's inf - inf),
+// else the step away from zero (up from -0.0).
 template <typename T> __device__ __forceinline__ T tj_spacing(T x) {
-  if (x != x || isinf(x)) return x - x;
+  if (x != x) return x;
+  if (isinf(x)) return x - x;
   const T inf = (T)TJ_INFINITY;
   return nextafter(x, x < (T)0 ? -inf : inf) - x;
 }
