@@ -62,17 +62,23 @@ _runtime = _module("cupy.cuda.runtime", "Emulated cupy.cuda.runtime.",
                    getDeviceCount=_cuda.getDeviceCount,
                    deviceSynchronize=_cuda.deviceSynchronize,
                    CUDARuntimeError=CUDARuntimeError)
+_compiler = _module("cupy.cuda.compiler", "Emulated cupy.cuda.compiler.",
+                    compile_using_nvrtc=_cuda.compile_using_nvrtc,
+                    CompileException=CompileError)
+_function = _module("cupy.cuda.function", "Emulated cupy.cuda.function.", Module=_cuda.Module)
 _cuda_module = _module("cupy.cuda", "Emulated cupy.cuda.", Device=_cuda.Device,
-                       runtime=_runtime, get_current_stream=_cuda.get_current_stream)
+                       runtime=_runtime, get_current_stream=_cuda.get_current_stream,
+                       compiler=_compiler, function=_function)
 _linalg_module = _module("cupy.linalg", "Emulated cupy.linalg (NumPy's LAPACK on the host).",
                          **_linalg.FUNCTIONS)
 cupy = _module("cupy", "Emulated CuPy (cudasim): the subset tracejit's runner may use.",
-               ndarray=ndarray, cuda=_cuda_module, RawModule=_cuda.RawModule,
-               linalg=_linalg_module, **_array.FUNCTIONS)
+               __version__="0+cudasim", ndarray=ndarray, cuda=_cuda_module,
+               RawModule=_cuda.RawModule, linalg=_linalg_module, **_array.FUNCTIONS)
 cupyx = _module("cupyx", "Emulated cupyx (cudasim).", scatter_add=_array.scatter_add,
                 errstate=_linalg.errstate)
 
 _MODULES = {"cupy": cupy, "cupy.cuda": _cuda_module, "cupy.cuda.runtime": _runtime,
+            "cupy.cuda.compiler": _compiler, "cupy.cuda.function": _function,
             "cupy.linalg": _linalg_module, "cupyx": cupyx}
 _saved: list[dict] = []
 

@@ -1,5 +1,6 @@
-"""``cupy.cuda`` (devices, runtime, streams) and ``cupy.RawModule``: CUDA C compiled with
-g++ after ``cuda_shim.h`` and launched on CPU threads.
+"""``cupy.cuda`` (devices, runtime, streams), ``cupy.RawModule`` and NVRTC's images
+(``compiler.compile_using_nvrtc``, ``function.Module``): CUDA C compiled with g++ after
+``cuda_shim.h`` and launched on CPU threads.
 
 Launches are synchronous here (a real launch only queues the kernel and returns) and
 serialised by one lock. The launch check is stricter than CUDA and CuPy: see
@@ -11,6 +12,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -65,6 +67,11 @@ class Device:
     def synchronize(self) -> None:
         """Kernels run synchronously here: only checks that the device exists."""
         _check_device(self.id)
+
+    @property
+    def compute_capability(self) -> str:
+        """An H100's, as CuPy spells it."""
+        return "90"
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Device) and other.id == self.id
@@ -298,6 +305,50 @@ class RawModule:
                        ctypes.c_int)
         fn.restype = ctypes.c_int
         return Function(sig, fn, dev, self._lib.lib)
+
+
+_IMAGE = b"cudasim-image\0"
+_NVRTC_OPTION = re.compile(r"--?[a-z][\w-]*(=\S+)?|-[DU]\S+")
+
+
+def compile_using_nvrtc(source: str, options=(), arch=None, filename="kern.cu",
+                        name_expressions=None, log_stream=None, cache_in_memory=False,
+                        jitify=None, method=None) -> tuple[bytes, None]:
+    """``cupy.cuda.compiler.compile_using_nvrtc``: the image of ``source`` compiled with
+    exactly ``options`` (CuPy adds none here, unlike ``RawModule``'s ``-ftz=true``) and
+    no name mapping. Compiles now, as NVRTC does, so errors raise here; the image holds
+    the options and the source (what ``function.Module.load`` needs, in any process).
+    Each call's options are recorded in ``stats.nvrtc_options``."""
+    options = tuple(options)
+    bad = [o for o in options if not isinstance(o, str) or not _NVRTC_OPTION.fullmatch(o)]
+    if bad:
+        raise CompileError(f"nvrtc: error: invalid option(s) {bad!r}")
+    compile_module(source, options)
+    with stats._lock:
+        stats.nvrtc_options.append(options)
+    return _IMAGE + json.dumps(options).encode() + b"\0" + source.encode(), None
+
+
+class Module:
+    """``cupy.cuda.function.Module``: ``load(image)`` of an image ``compile_using_nvrtc``
+    made (anything else fails as ``cuModuleLoadData`` does); ``get_function`` as
+    ``RawModule``'s."""
+
+    def __init__(self):
+        self._raw: RawModule | None = None
+
+    def load(self, image: bytes) -> None:
+        if not isinstance(image, bytes):
+            raise TypeError("cudasim: Module.load takes bytes")
+        if not image.startswith(_IMAGE):
+            raise CUDADriverError("CUDA_ERROR_INVALID_IMAGE: device kernel image is invalid")
+        options, _, source = image[len(_IMAGE):].partition(b"\0")
+        self._raw = RawModule(code=source.decode(), options=tuple(json.loads(options)))
+
+    def get_function(self, name: str) -> Function:
+        if self._raw is None:
+            raise CUDADriverError("CUDA_ERROR_INVALID_HANDLE: no image loaded")
+        return self._raw.get_function(name)
 
 
 def _dim(v, what: str) -> int:

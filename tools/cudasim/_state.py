@@ -9,7 +9,8 @@ import threading
 class Stats:
     """What the emulated GPU did since the last ``reset()``: copies between host and device
     (``h2d``: ``cupy.asarray`` of host data; ``d2h``: ``ndarray.get()``), between devices
-    (``d2d``), each with its bytes, and kernel launches (``kernels``: their names, in order).
+    (``d2d``), each with its bytes, kernel launches (``kernels``: their names, in order) and
+    the options of each ``compile_using_nvrtc`` (``nvrtc_options``).
     Copies that stay on one device (``astype``, ``copy``, results of library calls) are not
     transfers and are not counted."""
 
@@ -24,6 +25,7 @@ class Stats:
             self.d2d = self.d2d_bytes = 0
             self.launches = 0
             self.kernels: list[str] = []
+            self.nvrtc_options: list[tuple[str, ...]] = []
 
     @property
     def transfers(self) -> int:

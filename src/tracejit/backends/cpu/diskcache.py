@@ -269,6 +269,68 @@ def open_entry(source: str, backend: str) -> Entry | None:
     return Entry(directory, data)
 
 
+def load_image(source: str, tag: str) -> bytes | None:
+    """The compiled image :func:`save_image` saved for ``source`` (the CUDA backend's
+    modules: ``tag`` names the compiler, its options and the GPU), or None: not saved, not
+    the user's own (a warning), or unreadable (discarded, with a warning). An image entry
+    holds ``kernels.cu`` (the source), the image named by its hash and ``index.json``, and
+    is weighed, listed and evicted as any other entry."""
+    if not enabled():
+        return None
+    directory = cache_dir() / key(source, tag)
+    try:
+        index = json.loads((directory / "index.json").read_text())
+        image_path = directory / index["library"]
+        distrust = _distrust(directory) or _distrust(image_path)
+        if distrust:
+            return _refuse(image_path, distrust)
+        image = image_path.read_bytes()
+        if (hashlib.sha256(image).hexdigest() != index["sha256"]
+                or (directory / "kernels.cu").read_bytes() != source.encode()):
+            raise ValueError(f"{image_path.name} does not match index.json")
+    except (FileNotFoundError, NotADirectoryError):  # not saved, or evicted meanwhile
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        _discard(directory, f"{type(e).__name__}: {e}")
+        return None
+    _in_use.add(directory)
+    _touch(directory)
+    return image
+
+
+def save_image(source: str, tag: str, image: bytes, symbols: list[str]) -> None:
+    """Keep ``image``, compiled from ``source``, for :func:`load_image` in later processes.
+    Failing only costs them a compile, so it warns rather than raises."""
+    if not enabled():
+        return
+    root = cache_dir()
+    directory = root / key(source, tag)
+    try:
+        _make_private_dir(root)
+        distrust = _distrust(root)
+        if distrust:
+            return _refuse(root, distrust)
+        _make_private_dir(directory)
+        distrust = _distrust(directory)
+        if distrust:
+            return _refuse(directory, distrust)
+        digest = hashlib.sha256(image).hexdigest()
+        library = f"kernels-{digest[:16]}.bin"
+        _write_atomic(directory / "kernels.cu", source.encode())
+        _write_atomic(directory / library, image)
+        _write_atomic(directory / "index.json", json.dumps(
+            {"library": library, "symbols": symbols, "sha256": digest}).encode())
+    except OSError as e:
+        warnings.warn(f"tracejit: could not save a compiled module to {directory} ({e})",
+                      DiskCacheWarning, stacklevel=2)
+        return
+    _in_use.add(directory)
+    try:
+        _after_save(directory)
+    except OSError as e:
+        _log().debug("tracejit: could not prune the disk cache: %s", e)
+
+
 def _materialise(directory: Path, source: bytes) -> None:
     """Make the entry's directory and ``kernels.py`` where they are missing (a new entry,
     or one another process evicted since this one opened it)."""
@@ -425,11 +487,16 @@ class EntryInfo:
     @property
     def function(self) -> str:
         """What the kernel computes (its ops and loop extents), from ``kernels.py``'s first
-        line (an entry of an older tracejit names the traced function there)."""
-        try:
-            with open(self.directory / "kernels.py") as f:
-                first = f.readline()
-        except OSError:
+        line (an entry of an older tracejit names the traced function there), or for a
+        CUDA module, the function ``kernels.cu``'s first line names."""
+        for name in ("kernels.py", "kernels.cu"):
+            try:
+                with open(self.directory / name) as f:
+                    first = f.readline()
+                break
+            except OSError:
+                continue
+        else:
             return "?"
         return first.partition(":")[2].strip() or "?"
 

@@ -4,8 +4,8 @@ It compiles *placed* graphs (see ``passes/placement.py``): the nodes placed on t
 become loop kernels (``codegen.py``) and library steps (``library.py``), run by a plain
 Python runner (``runner.py``); nodes placed on the CPU run the op's NumPy implementation,
 with the transfers the placement pass inserted around them. A graph's kernels form one
-CUDA module, compiled by CuPy (NVRTC) once per source and device in this process; CuPy
-keeps the compiled code in its own on-disk kernel cache, so a new process skips NVRTC.
+CUDA module, compiled by NVRTC once per source and device in this process and kept in
+tracejit's disk cache (``nvrtc.py``), so a new process skips NVRTC.
 
 A loop node (``scan``, ``while_loop``) placed on the GPU runs as a Python driver calling
 its body's runner per step (``loops.py``): each body is compiled here as a graph of its
@@ -39,7 +39,7 @@ from ...errors import (
 from ...ir import Graph, Node
 from ...ir.loop_ops import bodies
 from ..base import PlannedStep, Runner, ignore, planned
-from . import codegen, library, loops, runner
+from . import codegen, library, loops, nvrtc, runner
 from .codegen import CudaModule, fusible, generate
 from .ops import PRELUDE
 
@@ -47,7 +47,7 @@ __all__ = ["CudaModule", "compile", "fusible", "generate", "partition", "source"
 
 name = "cuda"
 device_kind = "cuda"  # runs graphs placed on a GPU, chosen by the device
-exact = False  # NVRTC contracts a*b+c into fused multiply-adds
+exact = True  # compiled without contraction or flushing (nvrtc.OPTIONS): NumPy's rounding
 passes = ()
 _TYPED = ((np.linalg.LinAlgError, LinAlgError), (IndexError, IndexOutOfBounds),
           (OverflowError, ScalarOverflow), (ArithmeticError, InvalidValue),
@@ -119,18 +119,18 @@ def debug_sync() -> bool:
     return os.environ.get("TRACEJIT_CUDA_SYNC", "") not in ("", "0")
 
 
-_modules: dict[tuple[str, int], object] = {}  # (source, device) -> RawModule
+_modules: dict[tuple[str, int], object] = {}  # (source, device) -> compiled module
 _lock = threading.Lock()
 
 
 def _raw_module(cupy, src: str, index: int):
-    """The compiled module of ``src`` on GPU ``index``: NVRTC once per process (and CuPy's
-    disk cache across processes)."""
+    """The compiled module of ``src`` on GPU ``index``: NVRTC once per process (and the
+    disk cache across processes), with NumPy's rounding (``nvrtc.py``)."""
     with _lock:
         mod = _modules.get((src, index))
         if mod is None:
             with cupy.cuda.Device(index):
-                mod = cupy.RawModule(code=src)
+                mod = nvrtc.load(cupy, src)
             _modules[src, index] = mod
         return mod
 
