@@ -1314,13 +1314,11 @@ class _Writes:
 def _returned(leaf, path: tuple, computed):
     """What NumPy returns for an output that is argument ``leaf`` (its final version, now
     in the caller's array) taken through the view ops of ``path``: that view of the
-    caller's array; or the runner's value, as any output, for an argument no view can be
-    taken of (a Python scalar) and for a host array of a call placed on a GPU (its
-    results are CuPy arrays on the device)."""
-    if type(leaf) is _ndarray:
-        if not isinstance(computed, _HOST):
-            return _finish(_copy(computed))
-    elif targets.device_of(leaf) is None:
+    caller's array, wherever it lives (a host array passed to a call placed on a GPU has
+    its writes copied back already, so returning it costs nothing; results the GPU
+    computed stay there); or the runner's value, as any output, for an argument no view
+    can be taken of (a Python scalar)."""
+    if type(leaf) is not _ndarray and targets.device_of(leaf) is None:
         return _finish(_copy(computed))
     for op, attrs in path:
         if op == "slice":
