@@ -105,6 +105,62 @@ def assert_same(got: Any, want: Any, tol: Any = None) -> None:
         np.testing.assert_array_equal(negative, np.signbit(want) & ~np.isnan(want), "signbit")
 
 
+def lapack_differs(backend: str) -> bool:
+    """Whether ``backend``'s ``numpy.linalg`` factorisations are another LAPACK's (cuSOLVER
+    on a real GPU; the emulated one calls NumPy's), so that they match NumPy's only as
+    :func:`assert_factorisation` checks."""
+    import gpu
+
+    return backend == "cuda" and gpu.REAL
+
+
+def assert_factorisation(got: Any, want: Any, tol: float = 100.0, r_only: bool = False) -> None:
+    """``got`` is NumPy's ``numpy.linalg`` result ``want`` as another LAPACK computes it:
+    within rounding of the scale ``tol``, where each column of the eigenvectors, of U and
+    of Q is free in sign, as LAPACK leaves it (U's sign goes with Vh's row, Q's with R's;
+    ``r_only``: ``qr(mode="r")``'s R alone, rows free in sign), and the columns of a
+    complete Q or a full U (rows of a full Vh) past min(m, n) are any basis of one space
+    (their projector is compared)."""
+    if r_only:
+        assert_same(got * np.swapaxes(_signs(np.swapaxes(got, -1, -2),
+                                             np.swapaxes(want, -1, -2)), -1, -2), want, tol)
+        return
+    fields = getattr(want, "_fields", ())
+    left = next((f for f in ("eigenvectors", "Q", "U") if f in fields), None)
+    if left is None:  # determinants, inverses, solutions, Cholesky factors: unique
+        assert_same(got, want, tol)
+        return
+    assert type(got) is type(want), f"{type(got).__name__} is not {type(want).__name__}"
+    got, want = got._asdict(), want._asdict()
+    right = {"Q": "R", "U": "Vh"}.get(left)
+    k = min(want[left].shape[-2], want[right].shape[-1]) if right else want[left].shape[-1]
+    sign = _signs(got[left][..., :k], want[left][..., :k])  # (..., 1, k)
+    assert_same(got[left][..., :k] * sign, want[left][..., :k], tol)
+    _same_span(got[left][..., k:], want[left][..., k:], tol)
+    if right:
+        rows = (got[right][..., k:, :], want[right][..., k:, :])
+        assert_same(got[right][..., :k, :] * np.swapaxes(sign, -1, -2),
+                    want[right][..., :k, :], tol)
+        if right == "R":  # its rows past k are zeros
+            assert_same(*rows, tol)
+        else:
+            _same_span(*(np.swapaxes(r, -1, -2) for r in rows), tol=tol)
+    for name in want.keys() - {left, right}:
+        assert_same(got[name], want[name], tol)
+
+
+def _same_span(got: np.ndarray, want: np.ndarray, tol: float) -> None:
+    """Orthonormal columns spanning the space ``want``'s span: equal projectors."""
+    if want.shape[-1]:
+        assert_same(got @ np.swapaxes(got, -1, -2), want @ np.swapaxes(want, -1, -2), tol)
+
+
+def _signs(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Per column of ``got`` (shape (..., 1, k)), the sign that points it along ``want``'s."""
+    sign = np.sign(np.sum(got * want, axis=-2, keepdims=True))
+    return np.where(sign == 0, 1, sign).astype(got.dtype)
+
+
 # ---------------------------------------------------------------- loops as NumPy runs them
 
 

@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 import pytest
-from numpy_compare import assert_same, builtin_error
+from numpy_compare import assert_factorisation, assert_same, builtin_error, lapack_differs
 
 import tracejit as tj
 from tracejit import targets
@@ -124,7 +124,10 @@ def _run(fn, args, backend):
 @pytest.mark.parametrize("name", sorted(EXACT))
 def test_factorisations_are_numpys(name, backend):
     fn, args = EXACT[name]
-    assert_same(_run(fn, args, backend), fn(*args))
+    if lapack_differs(backend):  # cuSOLVER: within rounding, vectors free in sign
+        assert_factorisation(_run(fn, args, backend), fn(*args), r_only=name == "qr-r")
+    else:
+        assert_same(_run(fn, args, backend), fn(*args))
 
 
 @pytest.mark.parametrize("name", sorted(CLOSE))
@@ -141,7 +144,7 @@ def test_lstsq_rank_deficient(backend):
     want_x, want_res, want_rank, want_s = la.lstsq(a, VEC)
     assert rank == want_rank == 2 and rank.dtype == want_rank.dtype == np.int32
     np.testing.assert_allclose(x, want_x, rtol=1e-10)
-    np.testing.assert_allclose(s, want_s, rtol=1e-12)
+    np.testing.assert_allclose(s, want_s, rtol=1e-12, atol=1e-14 * want_s[0])  # s[2]: noise
     assert want_res.shape == (0,) and res.shape == (1,)
     np.testing.assert_allclose(res, [np.sum((a @ want_x - VEC) ** 2)], rtol=1e-10)
 

@@ -13,11 +13,20 @@ import itertools
 
 import numpy as np
 import pytest
-from numpy_compare import ULP, assert_same, builtin_error, exact, lax_of
+from numpy_compare import (
+    ULP,
+    assert_factorisation,
+    assert_same,
+    builtin_error,
+    exact,
+    lapack_differs,
+    lax_of,
+)
 
 import tracejit as tj
 from tracejit.ad.backward import LOOPS, WALK_RULES
 from tracejit.ad.rules import NON_DIFFERENTIABLE, VJP, ZERO_GRADIENT
+from tracejit.backends.cuda.library import LINALG
 from tracejit.ir import REGISTRY, Kind
 from tracejit.ir.registry import Exactness, Grad
 
@@ -51,7 +60,23 @@ def check(fn, *args, backend, name):
         with pytest.raises(builtin_error(e)):
             tj.jit(fn, backend=backend)(*args)
         return
-    assert_same(tj.jit(fn, backend=backend)(*args), want, tolerance(name, backend))
+    got = tj.jit(fn, backend=backend)(*args)
+    if name in LINALG and lapack_differs(backend):  # cuSOLVER on a real GPU
+        if any(np.isnan(a).any() for a in args if a.dtype.kind == "f"):
+            _nan_wherever_numpys(got, want)
+        else:
+            assert_factorisation(got, want)
+        return
+    assert_same(got, want, tolerance(name, backend))
+
+
+def _nan_wherever_numpys(got, want) -> None:
+    """cuSOLVER spreads a NaN input over the whole factorisation, where LAPACK may leave
+    parts finite (docs/differences.md): NumPy's types and shapes, NaN where NumPy's is."""
+    assert type(got) is type(want)
+    for g, w in zip(got, want, strict=True) if isinstance(want, tuple) else [(got, want)]:
+        assert (g.shape, g.dtype) == (w.shape, w.dtype)
+        assert np.isnan(g)[np.isnan(w)].all()
 
 
 UFUNC_OPS = sorted(n for n, d in REGISTRY.items() if d.ufunc is not None and n != "clip")

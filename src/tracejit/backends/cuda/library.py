@@ -14,7 +14,10 @@ The ``numpy.linalg`` ops are ``cupy.linalg`` (cuSOLVER) calls, their several res
 packed into one array as the registry defines them (``ir/linalg_ops.py``). ``inv``,
 ``solve`` and ``cholesky`` run under ``cupyx.errstate(linalg="raise")``, which checks
 cuSOLVER's info (one synchronisation each) so that a singular or not positive definite
-matrix raises NumPy's LinAlgError, where CuPy would return garbage.
+matrix raises NumPy's LinAlgError, where CuPy would return garbage; ``svd`` of a matrix
+holding a NaN raises it as NumPy's LAPACK does (cuSOLVER returns NaNs). Their values are
+cuSOLVER's: NumPy's within rounding, each eigenvector, singular vector and column of Q
+free in sign (as LAPACK leaves it; ``tests/numpy_compare.assert_factorisation``).
 """
 
 from __future__ import annotations
@@ -161,6 +164,8 @@ def _eigh(cupy, x, *, UPLO, vectors):
 
 
 def _svd(cupy, x, *, full_matrices, compute_uv):
+    if cupy.any(cupy.isnan(x)).get():  # LAPACK's gesdd does not converge on a NaN (cuSOLVER's
+        raise np.linalg.LinAlgError("SVD did not converge")  # returns NaNs): NumPy raises
     out = cupy.linalg.svd(x, full_matrices=full_matrices, compute_uv=compute_uv)
     return _pack(cupy, x.shape[:-2], *(out if compute_uv else (out,)))
 
