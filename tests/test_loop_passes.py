@@ -148,7 +148,12 @@ def test_weak_scalars_keep_the_slice_dtype(backend, dtype, scalar):
         return x * scalar + x.sum(axis=0) - scalar
 
     fn, got = _run_map(backend, body, xs, [])
-    close(got, _loop(body, xs, []), exact=True)
+    want = _loop(body, xs, [])
+    if backend == "cuda" and want.dtype.kind == "f":  # the GPU's row sums are tree-ordered
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=4 * np.finfo(want.dtype).eps)
+    else:
+        close(got, want, exact=True)
     assert loops_in(fn.lower(xs).optimized_graph) == []
 
 

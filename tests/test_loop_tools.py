@@ -21,6 +21,7 @@ import tracejit as tj
 from tracejit import api, lax
 from tracejit.backends import cpu as cpu_backend
 from tracejit.backends.cpu import ops as cpu_ops
+from tracejit.backends.cuda import loops as cuda_loops
 from tracejit.errors import KernelMismatch, NonFiniteValue
 from tracejit.ir.registry import REGISTRY
 from tracejit.passes import pipeline
@@ -357,8 +358,9 @@ def test_check_passes_on_loop_programs(backend, program):
 
 
 def _wrong_scan(monkeypatch):
-    """The compiled programs' scan (the library step both backends call) forgets the
-    last step: a loop implementation that computes the wrong thing."""
+    """The compiled programs' scan (the library step, the CPU backend's compiled loop and
+    the CUDA backend's driver) forgets the last step: a loop that computes the wrong
+    thing."""
     right = REGISTRY["scan"]
 
     def wrong(*args, loop):
@@ -377,6 +379,18 @@ def _wrong_scan(monkeypatch):
             return wrong(*args, loop=self.loop)
 
     monkeypatch.setattr(cpu_backend, "_loop_step", WrongCpuLoop)
+    right_gpu = cuda_loops._scan
+
+    def wrong_gpu(cupy, body, loop):  # the CUDA backend drives its loops (cuda/loops.py)
+        nc, nk = loop.n_consts, loop.n_carry
+        short = right_gpu(cupy, body, dataclasses.replace(loop, length=loop.length - 1))
+
+        def run(*args):
+            out = short(*args[:nc + nk], *(x[:-1] for x in args[nc + nk:]))
+            return out[:nk] + tuple(cupy.concatenate([y, y[-1:]]) for y in out[nk:])
+        return run
+
+    monkeypatch.setattr(cuda_loops, "_scan", wrong_gpu)
 
 
 def test_check_finds_a_wrong_loop_and_names_its_line(backend, monkeypatch):
