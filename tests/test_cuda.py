@@ -7,6 +7,7 @@ on a machine whose CuPy sees a GPU (TRACEJIT_TEST_REAL_GPU=1) they run on the re
 """
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -315,3 +316,56 @@ def test_compiled_modules_are_kept_on_disk(fresh_processes):
     assert (first["compiled"], first["loaded"]) == (1, 0)
     assert (second["compiled"], second["loaded"]) == (0, 1)
     assert first["y"] == second["y"]
+
+
+@pytest.mark.parametrize("shape,axis", [
+    ((5000, 3), 0),  # tall: 32 shares, combined by a second kernel
+    ((300, 70), 0),  # several tiles of 32 results
+    ((7, 7), 0), ((1, 9), 0), ((9, 1), 0),  # square; size-1 dimensions
+    ((6, 6, 6), 1), ((6, 6, 6), (0, 2)), ((4, 300, 5), (0, 1)),  # middle axes; cubic
+    ((0, 4), 0), ((4, 0, 3), 1),  # nothing to reduce, or no results
+])
+def test_column_reductions_match_numpy(cp, shape, axis):
+    """Reductions over leading and middle axes (the columns form: tiles by shares of the
+    reduced elements) give NumPy's values: exactly for integers, bools and max/min,
+    within rounding for float sums; with the elementwise output of the same loop."""
+    x = RNG.standard_normal(shape)
+    i = RNG.integers(-9, 9, shape).astype(np.int32)
+    def f(x, i):  # (max and min of nothing raise)
+        extremes = () if 0 in shape else (x.max(axis=axis), np.abs(i).min(axis=axis))
+        return (x.sum(axis=axis), (i * 3).sum(axis=axis), (i > 0).any(axis=axis),
+                (i < 5).all(axis=axis), x * 2, *extremes)
+
+    f = tj.jit(f)
+    with tj.device("cuda"):
+        got = [host(o) for o in f(x, i)]
+    want = f.__wrapped__(x, i)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12, atol=1e-12 * shape[0])
+    for g, w in zip(got[1:], want[1:], strict=True):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+
+
+def test_skinny_products_join_the_gpu_loops(cp):
+    """The tutorial network's step on the GPU: ``X @ W1`` (K = 2) unrolled into the hidden
+    layer's loop, ``a1 @ W2`` and the weight gradients split into sums that join the loops
+    over ``a1`` (passes/contract.py): no cuBLAS call reads the hidden layer."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    import two_moons as tm
+
+    rng = np.random.default_rng(3)
+    params = {"W1": rng.standard_normal((2, 40)).astype(np.float32),
+              "b1": rng.standard_normal(40).astype(np.float32),
+              "W2": rng.standard_normal((40, 2)).astype(np.float32),
+              "b2": rng.standard_normal(2).astype(np.float32)}
+    X = rng.standard_normal((300, 2)).astype(np.float32)
+    Y = np.eye(2, dtype=np.float32)[rng.integers(0, 2, 300)]
+    step = tj.jit(tm.train_step.__wrapped__, device="cuda")
+    got = {k: host(v) for k, v in step(params, X, Y).items()}
+    want = tj.jit(tm.train_step.__wrapped__, backend="reference")(params, X, Y)
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-6)
+    source = step.lower(params, X, Y).source
+    assert "# matmul" not in source  # no library matmul step at all
+    assert re.search(r"rows kernel over \[300, 40\] \(matmul, add, tanh", source)
+    assert re.search(r"columns kernel over \[300, 40\]", source)

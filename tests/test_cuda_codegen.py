@@ -240,6 +240,8 @@ def test_fusible_decisions():
     assert fusible(conv(f32, i32)) and fusible(conv(f64, i64))  # through tj_float_to_int
     assert fusible(conv(i32, f32)) and fusible(conv(f64, np.dtype(bool)))
     mm = node_graph("matmul", [TensorType((4, 3), f32), TensorType((3, 5), f32)]).nodes[0]
+    assert fusible(mm)  # K = 3: unrolled in a loop kernel
+    mm = node_graph("matmul", [TensorType((4, 17), f32), TensorType((17, 5), f32)]).nodes[0]
     assert not fusible(mm)  # cuBLAS, through CuPy
     assert fusible(node_graph("exp", [TensorType((3,), f32)]).nodes[0])
     assert not fusible(node_graph("exp", [TensorType((3,), np.dtype(np.float16))]).nodes[0])
@@ -330,8 +332,13 @@ def test_softmax_is_one_row_kernel_with_three_phases():
 
 
 def test_column_reduction_and_matmul_epilogue():
-    (step,) = generate(graph_of(lambda x: x.sum(axis=0), F32)).steps
-    assert step.form == "columns" and step.launches[0].grid == 1
+    (step,) = generate(graph_of(lambda x: x.sum(axis=0), F32)).steps  # 7 x 33
+    assert step.form == "columns" and [(c.function, c.grid) for c in step.launches] == [
+        ("kernel0", 2)]  # two tiles of up to 32 results; 7 rows need no shares
+    tall = generate(graph_of(lambda x: x.sum(axis=0), np.ones((65536, 2), np.float32)))
+    (launch, combine) = tall.steps[0].launches  # 2 results: 128 row lanes, 32 shares
+    assert (launch.grid, combine.function, combine.grid) == (32, "kernel0_combine", 1)
+    assert "__shared__ float sh0[256]" in tall.source and "p0[s * 2u + q]" in tall.source
     m = generate(graph_of(lambda x, W, b: np.tanh(x @ W + b), F32,
                           np.ones((33, 16), np.float32), np.ones(16, np.float32)))
     assert [(s.kind, s.ops) for s in m.steps] == [

@@ -120,8 +120,8 @@ DECISIONS: dict[str, Row] = {
     # ------------------------------------------------------------ contraction
     "matmul": Row(L, {"?il": H, "fd": L},
                   why=f"BLAS / cuBLAS (the samples have K > SMALL_K; float matmuls with "
-                      f"K <= {SMALL_K} are CPU kernels, see test_small_k_matmul); cuBLAS has "
-                      "no integer or bool matmul, so those run on the host"),
+                      f"K <= {SMALL_K} are loop kernels on both, see test_small_k_matmul); "
+                      "cuBLAS has no integer or bool matmul, so those run on the host"),
     "correlate": Row(L, {"?il": H, "fd": L},
                      why="np.correlate's direct loop on the CPU (faster than im2col + BLAS at "
                          "every size measured); on the GPU its windows gathered for one cuBLAS "
@@ -294,9 +294,10 @@ def test_stable_argsort_is_a_cupy_call():
 
 
 def test_small_k_matmul():
-    """A float matmul contracting at most SMALL_K is an unrolled CPU kernel; a larger one,
-    or an integer one, calls BLAS."""
+    """A float matmul contracting at most SMALL_K is an unrolled loop kernel on the CPU and
+    on the GPU; a larger one, or an integer one, calls BLAS / cuBLAS (or the host)."""
     for dt, k, want in (("f", SMALL_K, True), ("d", 2, True), ("f", SMALL_K + 1, False),
                         ("l", 2, False)):
         a, b = TensorType((4, k), np.dtype(dt)), TensorType((k, 3), np.dtype(dt))
         assert cpu_fusible(_node("matmul", [a, b])) is want, (dt, k)
+        assert cuda_fusible(_node("matmul", [a, b])) is want, (dt, k)

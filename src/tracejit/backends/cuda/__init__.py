@@ -3,9 +3,12 @@
 It compiles *placed* graphs (see ``passes/placement.py``): the nodes placed on the GPU
 become loop kernels (``codegen.py``) and library steps (``library.py``), run by a plain
 Python runner (``runner.py``); nodes placed on the CPU run the op's NumPy implementation,
-with the transfers the placement pass inserted around them. A graph's kernels form one
-CUDA module, compiled by NVRTC once per source and device in this process and kept in
-tracejit's disk cache (``nvrtc.py``), so a new process skips NVRTC.
+with the transfers the placement pass inserted around them. Skinny matmuls are split into
+products and sums first (``passes/contract.py``, as the CPU backend does), so that a
+layer's ``a1 @ W2`` and its weight gradients join the loop kernels over ``a1`` instead of
+reading it again through cuBLAS. A graph's kernels form one CUDA module, compiled by
+NVRTC once per source and device in this process and kept in tracejit's disk cache
+(``nvrtc.py``), so a new process skips NVRTC.
 
 A loop node (``scan``, ``while_loop``) placed on the GPU runs as a Python driver calling
 its body's runner per step (``loops.py``): each body is compiled here as a graph of its
@@ -38,6 +41,8 @@ from ...errors import (
 )
 from ...ir import Graph, Node
 from ...ir.loop_ops import bodies
+from ...passes.contract import split_skinny_matmuls
+from ...passes.placement import Placement
 from ..base import PlannedStep, Runner, ignore, planned
 from . import codegen, library, loops, nvrtc, runner
 from .codegen import CudaModule, fusible, generate
@@ -84,9 +89,27 @@ def _loop_bodies(graph: Graph, module: CudaModule, prefix: str):
                                    f"{prefix}loop{k}_{name}_") for name, body in bodies(node)}
 
 
+def prepared(graph: Graph) -> Graph:
+    """``graph`` as the backend runs it: its skinny matmuls split into products and sums
+    (``split_skinny_matmuls``), each new value placed where its first placed operand is
+    (the GPU for a matmul the GPU ran). Idempotent."""
+    split = split_skinny_matmuls(graph)
+    place = graph.placement
+    if split is graph or place is None:
+        return split
+    devices = dict(place.devices)
+    for node in split.nodes:
+        if node.out not in devices:
+            devices[node.out] = next((devices[v] for v in node.inputs if v in devices),
+                                     place.target)
+    return Graph(split.inputs, split.nodes, split.outputs, split.name,
+                 Placement(place.target, devices))
+
+
 def source(graph: Graph, prefix: str = "") -> str:
     """The CUDA C of the graph's kernels, then the Python runner that launches them, then
     the same for each body of a loop it runs on the GPU (nested loops nest further)."""
+    graph = prepared(graph)
     module = _module(graph, prefix)
     parts = [module.source, runner.generate(graph, module, debug=debug_sync()).source]
     for k, node, placed in _loop_bodies(graph, module, prefix):
@@ -101,6 +124,7 @@ def partition(graph: Graph) -> tuple[Graph, list]:
     """The steps ``compile`` runs a placed ``graph`` as, in order, as ``generate``
     partitions it (transfers and the nodes placed on the CPU are library steps);
     ``check=True`` runs them one at a time."""
+    graph = prepared(graph)
     return graph, codegen.partition(graph, _on_target(graph))
 
 
@@ -145,6 +169,7 @@ def _runner(graph: Graph, profile: bool, kernels: dict | None, prefix: str = "")
     compiled them already. With ``profile`` it synchronises after each step and calls
     ``record(step, start, seconds)`` from its namespace. Loop bodies get runners of their own
     (``prefix`` names their kernels), compiled here, before the first call."""
+    graph = prepared(graph)
     place = graph.placement
     if place is None or place.target.kind != "cuda":
         raise IRError("the CUDA backend compiles graphs placed on a GPU")

@@ -25,7 +25,9 @@ Each kernel takes one of four forms:
 - *rows* (all reductions over the same trailing axes): one warp per row (rows of at most
   ``ROW_WARP_MAX`` elements) or one block per row, running the kernel's phases in turn
   (row softmax: max, sum of exp, output); per-row values live in registers between phases.
-- *columns* (other reductions): each thread accumulates one result over the reduced axes.
+- *columns* (other reductions): tiles of up to 32 results by a share of the reduced
+  elements; each block's row lanes are combined in shared memory, and the shares' partial
+  results by a second kernel, both in a fixed order (``ColumnPlan``).
 
 Index arithmetic is 32-bit (``unsigned``) when the iteration space has at most 2**31 - 1
 elements, 64-bit otherwise. Library steps (matmul, structural ops, gathers) are only
@@ -43,6 +45,7 @@ import numpy as np
 
 from ...ir import Graph, Kind, Node, Value
 from ...ir.registry import REGISTRY, loop_dtypes, monoid_of
+from ...passes.contract import SMALL_K
 from ...passes.fusion import LOOP_REDUCTIONS, Kernel, fuse, needed, phases
 from ..language import Const, Operand
 from .ops import CUDA, PRELUDE
@@ -52,6 +55,8 @@ SINGLE_ROW_BLOCK = 1024  # a kernel with one row gives it the largest block
 MAX_GRID = 4096  # grid-stride loops: more blocks than a few waves of a GPU only add overhead
 MAX_PARTIALS = 1024  # blocks of a full reduction's first stage, each writing one partial
 ROW_WARP_MAX = 1024  # rows up to this length get one warp each, longer ones a block
+COLUMN_BLOCKS = 1024  # a columns kernel cuts its reduced axes into shares up to this many blocks
+COLUMN_MIN_ROWS = 16  # ... while each thread still reduces at least this many elements
 VECTOR = 4  # float32 elements per float4 in a map kernel's vector path
 VECTOR_MIN = VECTOR * BLOCK  # map kernels with fewer elements have no vector path
 F32 = np.dtype(np.float32)
@@ -73,6 +78,10 @@ def fusible(node: Node) -> bool:
     if node.op in LOOP_REDUCTIONS:  # the input is cast to the output dtype per element
         out = dtypes[-1]
         return CUDA.template(monoid_of(node.op).combine, (out, out)) is not None
+    if node.op == "matmul":  # a contraction over a few terms: unrolled in the loop (expr)
+        a, b = (v.type for v in node.inputs)
+        return (a.ndim == b.ndim == 2 and a.shape[1] <= SMALL_K and dtypes[-1].kind == "f"
+                and a.dtype == b.dtype == dtypes[-1])
     if REGISTRY[node.op].kind is not Kind.ELEMENTWISE:
         return False  # contractions (cuBLAS), structural ops, gathers: library steps
     if node.op == "convert":
@@ -247,6 +256,15 @@ class _Emitter:
         return " + ".join(terms) or "0"
 
     def expr(self, node: Node, idx: list[str], flat: str | None) -> str:
+        if node.op == "matmul":  # small K: the dot product of a row and a column, unrolled
+            (m, k), n = node.inputs[0].type.shape, node.out.type.shape[1]
+            a, b = (self.ptr[v] for v in node.inputs)
+            row = f"{idx[-2]} * {self.lit(k)} + " if m > 1 else ""
+            col = [f"{j * n} + {idx[-1]}" if j and n > 1 else idx[-1] if n > 1 else f"{j * n}"
+                   for j in range(k)]
+            zero = CUDA.literal(0, node.out.type.dtype)  # from +0, as BLAS's dot
+            return "(" + " + ".join([zero] + [f"{a}[{row}{j}] * {b}[{col[j]}]"
+                                             for j in range(k)]) + ")"
         return CUDA.expr(node, [self.ref(v, idx, flat) for v in node.inputs])
 
     def combine(self, node: Node, acc: str, v: str) -> str:
@@ -554,37 +572,126 @@ class _Emitter:
         return src, [Launch(self.name, grid, block, self.args)]
 
     def emit_columns(self) -> tuple[list[str], list[Launch]]:
-        """One grid-stride loop per set of reduced axes: each thread accumulates one
-        result over the reduced axes; then a map loop for elementwise outputs."""
+        """Reductions over leading or middle axes, per set of reduced axes: tiles of up to
+        32 results (``ColumnPlan``) by one share of the reduced elements, each block's row
+        lanes combined in shared memory in lane order; with several shares a second kernel
+        combines the shares' partial results in share order (deterministic). Elementwise
+        outputs are stored in the first set's loop, which visits every element once."""
         groups: dict[tuple[int, ...], list[Node]] = {}
         for node in self.kern.reductions:
             groups.setdefault(node.attrs["axis"] if node.inputs[0].type.ndim else (), []).append(
                 node)
-        src = [self.signature(self.name, BLOCK, self.args)]
-        most = 0
-        for axes, nodes in groups.items():
-            kept = [d for d in range(self.nd) if d not in axes]
-            outer = math.prod(self.shape[d] for d in kept)
-            inner = math.prod(self.shape[d] for d in axes)
-            most = max(most, outer)
-            reds = self.numbered(nodes)
-            body = self.compute(nodes, self.element_idx(), None, False)
-            pre = self.unravel(body, "q", kept) + self.unravel(body, "r", list(axes))
-            section = self.accumulators(reds)
-            section += self.loop(f"for ({self.I} r = 0; r < {self.lit(inner)}; ++r) {{", inner,
-                                 pre + body, 0)
-            section += [f"{self.out[n.out]}[q] = acc{i};" for i, n in reds if n.out in self.out]
-            src.append(f"  // reduce axes {list(axes)}: {outer} results of {inner} elements")
-            src += self.loop("  " + self.grid_stride("q", outer), outer, section, 2)
         maps = [n for n in self.kern.nodes if n.op not in LOOP_REDUCTIONS and n.out in self.out]
-        if maps:
-            most = max(most, self.n)
-            body = self.compute(maps, self.element_idx(), "i", True)
-            src.append("  // elementwise outputs")
-            src += self.loop("  " + self.grid_stride("i", self.n), self.n,
-                             self.unravel(body, "i", list(range(self.nd))) + body, 2)
+        plans = [ColumnPlan.of(self.shape, axes) for axes in groups]
+        args = list(self.args)
+        for plan, nodes in zip(plans, groups.values(), strict=True):
+            if plan.shares > 1:
+                args += [Arg(f"p{n}", f"{CUDA.dtype_name(node.out.type.dtype)}* __restrict__",
+                             "scratch", node.out.type.dtype, (plan.shares * plan.results,))
+                         for n, node in self.numbered(nodes)]
+        src = [self.signature(self.name, BLOCK, args)]
+        for g, (plan, nodes) in enumerate(zip(plans, groups.values(), strict=True)):
+            src += _indent(self.column_tiles(plan, self.numbered(nodes), [] if g else maps), 2)
         src.append("}")
-        return src, [Launch(self.name, grid_for(most), BLOCK, self.args)]
+        launches = [Launch(self.name, max(p.grid for p in plans), BLOCK, args)]
+        split = [(p, self.numbered(nodes)) for p, nodes in zip(plans, groups.values(),
+                                                               strict=True) if p.shares > 1]
+        if not split:
+            return src, launches
+        combine = f"{self.name}_combine"
+        src += ["", f"// {combine}: each result from its shares' partial results, in order",
+                self.signature(combine, BLOCK, args)]
+        for plan, reds in split:
+            section = self.accumulators(reds)
+            at = f"s * {self.lit(plan.results)} + q"
+            section += [f"for (unsigned s = 0; s < {plan.shares}u; ++s) {{"]
+            section += [f"  acc{n} = {self.combine(node, f'acc{n}', f'p{n}[{at}]')};"
+                        for n, node in reds] + ["}"]
+            section += [f"{self.out[node.out]}[q] = acc{n};" for n, node in reds
+                        if node.out in self.out]
+            src += self.loop("  " + self.grid_stride("q", plan.results), plan.results, section, 2)
+        src.append("}")
+        most = max(p.results for p, _ in split)
+        return src, launches + [Launch(combine, grid_for(most), BLOCK, args)]
+
+    def column_tiles(self, plan: ColumnPlan, reds: list[tuple[int, Node]],
+                     maps: list[Node]) -> list[str]:
+        """One set of reduced axes: a block-stride loop over its tiles (results ``q`` by
+        share ``s``); thread ``(tr, tq)`` accumulates result ``tq`` of the tile over rows
+        ``tr, tr + rows, ...`` of the share; ``maps``' outputs are stored on the way."""
+        kept = [d for d in range(self.nd) if d not in plan.axes]
+        body = self.compute([n for _, n in reds] + maps, self.element_idx(), "i", bool(maps))
+        if re.search(r"\bi\b", "\n".join(body)):  # the flat index, from the multi-index
+            strides = [math.prod(self.shape[d + 1:]) for d in range(self.nd)]
+            flat = " + ".join(f"i{d}" if st == 1 else f"i{d} * {self.lit(st)}"
+                              for d, st in enumerate(strides))
+            body.insert(0, f"const {self.I} i = {flat};")
+        pre = self.unravel(body, "q", kept) + self.unravel(body, "r", list(plan.axes))
+        T, R, tq, rows = self.I, plan.inner, plan.tile, BLOCK // plan.tile
+        share = self.lit(plan.share)
+        tile = [f"const {T} q = (t % {self.lit(plan.tiles)}) * {self.lit(tq)} + tq;"]
+        if plan.shares > 1:
+            tile += [f"const {T} s = t / {self.lit(plan.tiles)};",
+                     f"const {T} end = (s + 1) * {share} < {self.lit(R)} ? (s + 1) * {share} "
+                     f": {self.lit(R)};"]
+            first, end = f"s * {share} + tr", "end"
+        else:
+            first, end = "tr", self.lit(R)
+        tile += self.accumulators(reds)
+        rloop = self.loop(f"for ({T} r = {first}; r < {end}; r += {rows}u) {{", R, pre + body, 2)
+        tile += [f"if (q < {self.lit(plan.results)}) {{"] + rloop + ["}"]
+        tile += [f"sh{n}[threadIdx.x] = acc{n};" for n, _ in reds] + ["__syncthreads();"]
+        done = [f"for (unsigned k = 1; k < {rows}u; ++k) {{"]
+        done += [f"  acc{n} = {self.combine(node, f'acc{n}', f'sh{n}[k * {tq}u + tq]')};"
+                 for n, node in reds] + ["}"]
+        if plan.shares > 1:
+            done += [f"p{n}[s * {self.lit(plan.results)} + q] = acc{n};" for n, _ in reds]
+        else:
+            done += [f"{self.out[node.out]}[q] = acc{n};" for n, node in reds
+                     if node.out in self.out]
+        tile += [f"if (tr == 0 && q < {self.lit(plan.results)}) {{"] + _indent(done, 2) + ["}"]
+        tile += ["__syncthreads();  // the shared values are read before the next tile's"]
+        head = [f"{{  // reduce axes {list(plan.axes)}: {plan.results} results of {R} elements"
+                f" in tiles of {tq} results x {plan.share} elements ({plan.shares} shares)",
+                f"  const unsigned tq = threadIdx.x % {tq}u, tr = threadIdx.x / {tq}u;"]
+        head += [f"  __shared__ {CUDA.dtype_name(node.out.type.dtype)} sh{n}[{BLOCK}];"
+                 for n, node in reds]
+        ntiles = plan.tiles * plan.shares
+        return head + self.loop(f"  for ({T} t = blockIdx.x; t < {self.lit(ntiles)}; "
+                                "t += gridDim.x) {", ntiles, tile, 2) + ["}"]
+
+
+@dataclass(frozen=True)
+class ColumnPlan:
+    """How a columns kernel reduces ``axes``: ``results`` results of ``inner`` elements
+    each, in tiles of ``tile`` results (at most a warp's 32, so that neighbouring threads
+    read neighbouring elements) by ``BLOCK // tile`` row lanes, the reduced elements cut
+    into ``shares`` shares of ``share`` so that ``tiles * shares`` blocks fill the GPU."""
+
+    axes: tuple[int, ...]
+    results: int
+    inner: int
+    tile: int
+    tiles: int
+    shares: int
+    share: int
+
+    @classmethod
+    def of(cls, shape: tuple[int, ...], axes: tuple[int, ...]) -> ColumnPlan:
+        results = math.prod(s for d, s in enumerate(shape) if d not in axes)
+        inner = math.prod(shape[d] for d in axes)
+        tile = min(WARP, 1 << max(results - 1, 0).bit_length())
+        tiles = -(-results // tile)
+        rows = BLOCK // tile
+        shares = max(1, min(-(-COLUMN_BLOCKS // max(tiles, 1)),
+                            -(-inner // (rows * COLUMN_MIN_ROWS))))
+        share = max(1, -(-inner // shares))
+        return cls(tuple(axes), results, inner, tile, tiles, -(-inner // share) if inner else 1,
+                   share)
+
+    @property
+    def grid(self) -> int:
+        return max(1, min(self.tiles * self.shares, MAX_GRID))
 
 
 def _guarded(guard: str | None, statement: str) -> str:
