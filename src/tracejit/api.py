@@ -1026,9 +1026,10 @@ _FLOAT_LEAF = ((), WEAK_DEFAULT[float], True, None)  # and its leaf key (see _le
 
 
 def _arrays_signature(args: tuple, device, strict: bool) -> CallSignature | None:
-    """The signature of a call with positional ndarrays (and Python floats) only and
-    nothing static (the common call), built without flattening; None for any other
-    call. It has the parts the general path would give, so both share cache entries."""
+    """The signature of a call with positional arrays (NumPy's or CuPy's) and Python floats
+    only and nothing static (the common call), built without flattening; None for any
+    other call. It has the parts the general path would give, so both share cache
+    entries."""
     keys = []
     for a in args:
         t = type(a)
@@ -1037,7 +1038,10 @@ def _arrays_signature(args: tuple, device, strict: bool) -> CallSignature | None
         elif t is float:  # as _leaf_key gives it: a weakly typed float64 scalar
             keys.append(_FLOAT_LEAF)
         else:
-            return None
+            where = targets.device_of(a)  # a CuPy array: where it lives is part of the key
+            if where is None or where == targets.CPU:
+                return None
+            keys.append((a.shape, a.dtype, False, where))
     return CallSignature(len(args), False, _plain_tree(len(args)), tuple(keys), (), (), device,
                          strict)
 
