@@ -23,6 +23,9 @@ from hypothesis import settings
 
 import tracejit
 
+# (the environment alone is not enough: `-W ignore::tracejit.errors.PlacementWarning`, as
+# the GPU runs pass, makes pytest import tracejit before this file runs)
+tracejit.config.min_kernel_size = int(os.environ["TRACEJIT_MIN_KERNEL_SIZE"])
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 # Hypothesis draws the same examples on every run by default, so that CI's verdict on a
