@@ -3,7 +3,9 @@
 the optimised IR and the generated source to ``profile_cuda_step.md`` (in $OUT, or /tmp),
 so that the kernels can be read and tuned without a GPU.
 
-    PYTHONPATH=src python bench/profile_cuda_step.py [--sim]
+    PYTHONPATH=src python bench/profile_cuda_step.py [--sim] [--quick]
+
+``--quick`` profiles the tutorial-sized step only; ``--sim`` runs on tools/cudasim.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
 
 
 def main() -> None:
-    sim = "--sim" in sys.argv
+    sim, quick = "--sim" in sys.argv, "--quick" in sys.argv
     if sim:
         import bench_cuda
         bench_cuda.install_sim()
@@ -29,7 +31,7 @@ def main() -> None:
     from bench_cuda import network
 
     out = os.environ.get("OUT", "/tmp")
-    sizes = [(256, 64, 3)] if sim else [(5000, 1000, 200), (65536, 4096, 20)]
+    sizes = [(256, 64, 3)] if sim else [(5000, 1000, 200)] + ([] if quick else [(65536, 4096, 20)])
     report = []
     for batch, hidden, calls in sizes:
         params, X, Y = network(batch, hidden, seed=0)
@@ -48,8 +50,42 @@ def main() -> None:
         print(f"# {batch} x 2 -> {hidden} tanh -> 2, {calls} calls\n{prof}\n", flush=True)
     report.append(_host_overhead(10 if sim else 3000))
     print(report[-1])
+    report.append(_grid_caps(4096 if sim else 64 * 2**20, 3 if sim else 50))
+    print(report[-1])
     with open(os.path.join(out, "profile_cuda_step.md"), "w") as f:
         f.write("\n".join(report))
+
+
+def _grid_caps(n: int, calls: int) -> str:
+    """bench_cuda.py's chain with other caps on a map kernel's grid (codegen.MAX_GRID:
+    more blocks, fewer grid-stride steps per thread), each compiled afresh."""
+    import time
+
+    from tracejit.backends.cuda import codegen
+
+    rng = np.random.default_rng(0)
+    x, y = (tj.to_device(rng.standard_normal(n, dtype=np.float32), "cuda") for _ in "xy")
+    lines = [f"# the chain on {n:,} float32 by map-kernel grid cap (median of 5 loops of "
+             f"{calls} calls)", "| MAX_GRID | per call |", "|---|---|"]
+    saved = codegen.MAX_GRID
+    try:
+        for cap in (1024, 4096, 16384, 65536, 2**31 - 1):
+            codegen.MAX_GRID = cap
+            f = tj.jit(lambda x, y: np.tanh(x * y + 0.5) * np.exp(-x * x) + np.sqrt(np.abs(y)),
+                       device="cuda")
+            f(x, y)
+            tj.synchronize()
+            times = []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                for _ in range(calls):
+                    f(x, y)
+                tj.synchronize()
+                times.append((time.perf_counter() - t0) / calls)
+            lines.append(f"| {cap} | {sorted(times)[2] * 1e6:.1f} us |")
+    finally:
+        codegen.MAX_GRID = saved
+    return "\n".join(lines)
 
 
 def _host_overhead(calls: int) -> str:

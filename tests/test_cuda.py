@@ -369,3 +369,22 @@ def test_skinny_products_join_the_gpu_loops(cp):
     assert "# matmul" not in source  # no library matmul step at all
     assert re.search(r"rows kernel over \[300, 40\] \(matmul, add, tanh", source)
     assert re.search(r"columns kernel over \[300, 40\]", source)
+
+
+def test_cached_gpu_calls_take_a_short_path_per_signature(cp):
+    """A call on the GPU finds its compiled code by a key of the device and each argument's
+    shape, dtype and GPU (``api._device_key``): a new value compiles nothing, a host array
+    or an array on another GPU is another signature."""
+    two = cp.cuda.runtime.getDeviceCount() > 1
+    f = tj.jit(lambda x, s: x * s + 1.0)
+    x0 = tj.to_device(X, "cuda:0")
+    with tj.device("cuda"):
+        for s in (2.0, 3.0, 2.0):
+            np.testing.assert_array_equal(host(f(x0, s)), X * np.float32(s) + 1)
+        f(X, 2.0)
+        if two:  # lives on GPU 1, computed on GPU 0: a transfer in the signature
+            f(tj.to_device(X, "cuda:1"), 2.0)
+    assert f.cache_info() == (2, 2 + two, 2 + two)  # (hits, misses, signatures)
+    keys = [k for k in f._fast if isinstance(k[0], tj.targets.Device)]
+    assert len(keys) == 2 + two
+    assert {k[2][-1] for k in keys if len(k[2]) == 3} == ({0, 1} if two else {0})

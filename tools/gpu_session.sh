@@ -2,12 +2,12 @@
 # One lease of a real GPU: the CUDA tests, bench/bench_cuda.py and a profile of the GPU
 # gradient step in one command, each part under its own time limit, everything it learns
 # written to $OUT (7 files; the device tool brings back at most 8). Run from the repository root on the GPU machine:
-#   OUT=/some/dir bash tools/gpu_session.sh [broad-suite seconds] [bench seconds]
+#   OUT=/some/dir bash tools/gpu_session.sh [suite s] [bench s] [profile s] [profile args]
 # Its logs are the record behind bench/results/cuda-real-*.md.
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=src:tools TRACEJIT_TEST_REAL_GPU=1
 OUT=${OUT:-/tmp/gpu-out}; mkdir -p "$OUT"
-BROAD_S=${1:-150}; BENCH_S=${2:-170}
+BROAD_S=${1:-150}; BENCH_S=${2:-170}; PROFILE_S=${3:-90}; PROFILE_ARGS=${4:-}
 # test-only packages the GPU image lacks (jsonschema), carried as wheels in .whl/
 if ls .whl/*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
@@ -52,6 +52,6 @@ timeout -s INT -k 15 "$BENCH_S" $PY bench/bench_cuda.py --deadline $((BENCH_S - 
 tail -45 "$OUT/bench-stdout.txt"
 
 stamp "where the gradient step's time goes (bench/profile_cuda_step.py)"
-timeout -s INT -k 10 90 $PY bench/profile_cuda_step.py 2>&1 | grep -v "^  *$" | cut -c1-150 | head -70
+timeout -s INT -k 10 "$PROFILE_S" $PY bench/profile_cuda_step.py $PROFILE_ARGS 2>&1 | grep -v "^  *$" | cut -c1-150 | head -70
 
 stamp done

@@ -245,8 +245,21 @@ def device_of(x) -> Device | None:
     if isinstance(x, np.ndarray):
         return CPU
     if _is_cupy(x):
-        return Device("cuda", x.device.id)
+        index = x.device.id
+        gpu = _GPUS.get(index)
+        if gpu is None:
+            gpu = _GPUS[index] = Device("cuda", index)
+        return gpu
     return None
+
+
+_GPUS: dict[int, Device] = {}  # cuda:N, made once: device_of runs on every GPU call
+
+
+def cupy_array_type() -> type | None:
+    """``cupy.ndarray`` once CuPy is imported (no CuPy array exists before), else None."""
+    cupy = sys.modules.get("cupy")
+    return None if cupy is None else cupy.ndarray
 
 
 @dataclass(frozen=True)

@@ -90,10 +90,11 @@ def fusible(node: Node) -> bool:
     return dts is not None and CUDA.template(node.op, dts[:-1]) is not None
 
 
-def grid_for(n: int, block: int = BLOCK, cap: int = MAX_GRID) -> int:
+def grid_for(n: int, block: int = BLOCK, cap: int | None = None) -> int:
     """Blocks for a grid-stride loop over ``n`` items: enough for one item per thread, at
-    most ``cap``, at least one (an empty loop still launches, to write identities)."""
-    return max(1, min(-(-n // block), cap))
+    most ``cap`` (``MAX_GRID``), at least one (an empty loop still launches, to write
+    identities)."""
+    return max(1, min(-(-n // block), MAX_GRID if cap is None else cap))
 
 
 def row_plan(rows: int, length: int) -> tuple[str, int, int]:
