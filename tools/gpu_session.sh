@@ -47,7 +47,7 @@ grep -E "^(FAILED|ERROR)" "$OUT/tests-cuda-files.log" | cut -c1-200 | head -20
 tail -3 "$OUT/tests-cuda-files.log"
 
 stamp "bench_cuda.py"
-timeout -s INT -k 15 "$BENCH_S" $PY bench/bench_cuda.py --deadline $((BENCH_S - 40)) \
+timeout -s INT -k 15 "$BENCH_S" $PY bench/bench_cuda.py --deadline $((BENCH_S - 10)) \
     > "$OUT/bench-stdout.txt" 2>&1
 tail -45 "$OUT/bench-stdout.txt"
 
