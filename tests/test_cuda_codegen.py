@@ -16,6 +16,7 @@ import pytest
 import tracejit as tj
 from tracejit.backends.cuda.codegen import (
     INT32_MAX,
+    MAP_GRID,
     MAX_GRID,
     MAX_PARTIALS,
     VECTOR,
@@ -376,7 +377,7 @@ def map_step(fn, *args):
 def test_vector_path_for_full_shape_float32():
     step, src = map_step(lambda x, y: x * y + 1, V, V)
     (launch,) = step.launches
-    assert step.vector == VECTOR and launch.grid == grid_for(V.size // 4)
+    assert step.vector == VECTOR and launch.grid == grid_for(V.size // 4, cap=MAP_GRID)
     assert [a.name for a in launch.args] == ["x0", "x1", "o1"]  # unchanged
     assert ("if ((((unsigned long long)x0 | (unsigned long long)x1 | (unsigned long long)o1) "
             "& 15ull) == 0ull) {") in src
@@ -412,7 +413,7 @@ def test_no_vector_path():
     for fn, *args in cases:
         step, src = map_step(fn, *args)
         assert step.vector == 1 and "float4" not in src and "15ull" not in src
-        assert step.launches[0].grid == grid_for(args[0].size)
+        assert step.launches[0].grid == grid_for(args[0].size, cap=MAP_GRID)
     step, _ = map_step(lambda x: x + 1, np.ones(VECTOR_MIN, np.float32))
     assert step.vector == VECTOR
     for fn in (softmax, lambda x: x.sum(), lambda x: x.sum(axis=0)):
@@ -425,7 +426,7 @@ def test_vector_path_with_64_bit_indices():
     (step,) = m.steps
     assert step.vector == VECTOR and step.index == "unsigned long long"
     assert "g < 536870913ull;" in m.source and "2147483652ull +" in m.source
-    assert step.launches[0].grid == MAX_GRID
+    assert step.launches[0].grid == MAP_GRID
 
 
 def test_corpus_has_vector_paths():

@@ -16,7 +16,8 @@ Each kernel takes one of four forms:
   groups of 4 elements loads each of them as one ``float4``, computes the 4 elements one
   after the other (other operands are read per element as usual) and stores each float32
   output as one ``float4``; a scalar loop then finishes the last ``n % 4`` elements.
-  Otherwise the scalar loop runs alone. The launch has ``grid_for(n // 4)`` blocks and
+  Otherwise the scalar loop runs alone. The launch has ``grid_for(n // 4)`` blocks (up to
+  ``MAP_GRID``, more than the other forms' ``MAX_GRID``: streaming loops gain from them) and
   the step's ``vector`` is 4.
 - *full* (one pass reducing every axis): a grid-stride loop accumulating per thread, a
   block reduction (warp shuffles, then shared memory), one partial result per block; a
@@ -53,6 +54,9 @@ from .ops import CUDA, PRELUDE
 BLOCK = 256  # threads per block of map, full, column and warp-per-row kernels
 SINGLE_ROW_BLOCK = 1024  # a kernel with one row gives it the largest block
 MAX_GRID = 4096  # grid-stride loops: more blocks than a few waves of a GPU only add overhead
+# ... except for map kernels, which stream: the chain on 64M float32 took 281 us with 4096
+# blocks, 270 with 65536 and with no cap (an H100, 2026-11-27, profile_cuda_step.py)
+MAP_GRID = 65536
 MAX_PARTIALS = 1024  # blocks of a full reduction's first stage, each writing one partial
 ROW_WARP_MAX = 1024  # rows up to this length get one warp each, longer ones a block
 COLUMN_BLOCKS = 1024  # a columns kernel cuts its reduced axes into shares up to this many blocks
@@ -425,14 +429,15 @@ class _Emitter:
         vec = self.vector_pointers()
         if not vec:
             src += self.map_loop(0, 2) + ["}"]
-            return src, [Launch(self.name, grid_for(self.n), BLOCK, self.args)]
+            return src, [Launch(self.name, grid_for(self.n, cap=MAP_GRID), BLOCK, self.args)]
         self.vector = VECTOR
         tail = self.n - self.n % VECTOR  # where the scalar tail starts
         aligned = " | ".join(f"(unsigned long long){name}" for name in vec.values())
         src += [f"  if ((({aligned}) & 15ull) == 0ull) {{  // float4 pointers 16-byte aligned"]
         src += self.vector_loop(vec, 4) + (self.map_loop(tail, 4) if tail < self.n else [])
         src += ["  } else {"] + self.map_loop(0, 4) + ["  }", "}"]
-        return src, [Launch(self.name, grid_for(self.n // VECTOR), BLOCK, self.args)]
+        return src, [Launch(self.name, grid_for(self.n // VECTOR, cap=MAP_GRID), BLOCK,
+                            self.args)]
 
     def map_loop(self, start: int, indent: int) -> list[str]:
         """The scalar grid-stride loop over the flat elements from ``start`` on."""
