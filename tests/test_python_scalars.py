@@ -140,3 +140,15 @@ def test_an_int_argument_beyond_int64_as_numpy(name, fn, x, backend, min_kernel_
         got = f(x, n)
         assert got.dtype == want.dtype, n
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_an_int_beyond_int64_cannot_be_a_result(backend):
+    """Python arithmetic on an int argument beyond int64 (passed by value) is Python's,
+    but a result that is still such an int raises as NumPy's int64 conversion does, where
+    the graph held it as an int64 constant it cannot be (and returned it silently)."""
+    for fn in (lambda s: s * 1, lambda s: -s, lambda s: (s, 2.0)):
+        with pytest.raises(tj.errors.ScalarOverflow, match="out of bounds for int64"):
+            tj.jit(fn, backend=backend)(2**70)
+    got = tj.jit(lambda s: s - 2**70 + 5, backend=backend)(2**70)
+    assert got == 5 and got.dtype == np.int64

@@ -152,6 +152,12 @@ class Trace:
         return self.constant(x)
 
     def constant(self, x) -> Value:
+        if type(x) is int and not _INT64.min <= x <= _INT64.max:
+            # a weak int constant is an int64 (NumPy's 0-d rule): such an int, passed by
+            # value or made by Python arithmetic on one, cannot be one (NumPy raises too)
+            raise ScalarOverflow(f"Python integer {x} out of bounds for int64",
+                                 hint="keep arithmetic on ints beyond int64 outside the "
+                                 "jitted function, or make it a float first (float(n))")
         if type(x) in (int, float, complex):
             value = x
         elif isinstance(x, (bool, np.bool_)):
