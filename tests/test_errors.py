@@ -140,6 +140,10 @@ def _lexsort(x):
     return np.lexsort((x, x))  # <- error
 
 
+def _method_initial(x):
+    return x.max(axis=0, initial=0.0)  # <- error
+
+
 def _eig(m):
     return np.linalg.eig(m)  # <- error
 
@@ -235,6 +239,7 @@ TRACE_ERRORS = [
     case(_sum_out, (X, np.zeros(3)), "ShapeError", ("output array",)),
     case(_packbits, (X,), "UnsupportedOperation", ("packbits",)),
     case(_lexsort, (X,), "UnsupportedOperation", ("lexsort",)),
+    case(_method_initial, (X,), "UnsupportedOperation", ("initial",)),  # (was a bare TypeError)
     case(_eig, (np.eye(3),), "UnsupportedOperation", ("eig",)),
     case(_fft, (X,), "UnsupportedOperation", ("fft",)),
     case(_mask, (X,), ("ShapeError", "UnsupportedOperation"), ("np.where",)),

@@ -127,25 +127,25 @@ class _ArrayMethods:
         return numpy_api.around(self, decimals, out=out)
 
     def sum(self, axis=None, dtype=None, out=None, keepdims=False, **kw):
-        return numpy_api.sum(self, axis, dtype, out, keepdims, **kw)
+        return numpy_api.apply_function(np.sum, (self, axis, dtype, out, keepdims), kw)
 
     def prod(self, axis=None, dtype=None, out=None, keepdims=False, **kw):
-        return numpy_api.prod(self, axis, dtype, out, keepdims, **kw)
+        return numpy_api.apply_function(np.prod, (self, axis, dtype, out, keepdims), kw)
 
     def mean(self, axis=None, dtype=None, out=None, keepdims=False, **kw):
-        return numpy_api.mean(self, axis, dtype, out, keepdims, **kw)
+        return numpy_api.apply_function(np.mean, (self, axis, dtype, out, keepdims), kw)
 
     def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
-        return numpy_api.var(self, axis, dtype, out, ddof, keepdims, **kw)
+        return numpy_api.apply_function(np.var, (self, axis, dtype, out, ddof, keepdims), kw)
 
     def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
-        return numpy_api.std(self, axis, dtype, out, ddof, keepdims, **kw)
+        return numpy_api.apply_function(np.std, (self, axis, dtype, out, ddof, keepdims), kw)
 
     def max(self, axis=None, out=None, keepdims=False, **kw):
-        return numpy_api.max(self, axis, out, keepdims, **kw)
+        return numpy_api.apply_function(np.max, (self, axis, out, keepdims), kw)
 
     def min(self, axis=None, out=None, keepdims=False, **kw):
-        return numpy_api.min(self, axis, out, keepdims, **kw)
+        return numpy_api.apply_function(np.min, (self, axis, out, keepdims), kw)
 
     def argmax(self, axis=None, out=None, *, keepdims=False):
         return numpy_api.argmax(self, axis, out, keepdims=keepdims)
@@ -154,10 +154,10 @@ class _ArrayMethods:
         return numpy_api.argmin(self, axis, out, keepdims=keepdims)
 
     def any(self, axis=None, out=None, keepdims=False, **kw):
-        return numpy_api.any(self, axis, out, keepdims, **kw)
+        return numpy_api.apply_function(np.any, (self, axis, out, keepdims), kw)
 
     def all(self, axis=None, out=None, keepdims=False, **kw):
-        return numpy_api.all(self, axis, out, keepdims, **kw)
+        return numpy_api.apply_function(np.all, (self, axis, out, keepdims), kw)
 
     def cumsum(self, axis=None, dtype=None, out=None):
         return ordering.cumsum(self, axis, dtype, out)
