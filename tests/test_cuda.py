@@ -388,3 +388,25 @@ def test_cached_gpu_calls_take_a_short_path_per_signature(cp):
     keys = [k for k in f._fast if isinstance(k[0], tj.targets.Device)]
     assert len(keys) == 2 + two
     assert {k[2][-1] for k in keys if len(k[2]) == 3} == ({0, 1} if two else {0})
+
+
+@pytest.mark.parametrize("shape", [(4, 0), (7, 7), (300, 70)])
+def test_full_reduction_kernel_reads_a_per_row_value_that_needs_no_reduction(cp, shape):
+    """Explore run 2026-11-27, seed 27, program 737 (an internal error, present before this
+    session): a full reduction's kernel held `minimum(c, c)` of a [1, 1] `c` as a per-row
+    value, which its elements read before any was computed. It is now computed before the
+    loop (one block at (7, 7), partial results and a combining kernel at (300, 70))."""
+    x = RNG.standard_normal(shape)
+    c = np.array([[0.25]])
+
+    def program(c, x):  # (the sum first: the kernel over x then takes in the minimum)
+        s = (x / 2).sum(axis=(0, 1), keepdims=True)
+        m = np.minimum(c, c)
+        return np.where(x > m, m, x), s, m * 3
+
+    with tj.device("cuda"):
+        got = [host(o) for o in tj.jit(program)(c, x)]
+    want = program(c, x)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(got[2], want[2])

@@ -489,21 +489,27 @@ class _Emitter:
         ids = ["  const unsigned lane = threadIdx.x % 32u, warp = threadIdx.x / 32u;"]
         zero = ["0"] * self.nd
 
-        def finish() -> list[str]:
-            lines = self.finish_reductions(reds, None)
-            for p in range(max(self.phase.values()) + 1):
-                lines += self.row_values(p, zero, None)
+        def with_row(lines: list[str]) -> list[str]:
             return ["const unsigned row = 0;"] + lines if "row" in "".join(lines) else lines
 
+        def finish(first: int) -> list[str]:
+            lines = self.finish_reductions(reds, None)
+            for p in range(first, max(self.phase.values()) + 1):
+                lines += self.row_values(p, zero, None)
+            return with_row(lines)
+
+        # per-row values that need no reduction, which the elements may read (x > v0 of
+        # a [1, 1] v0), before the loop; their outputs stored by one thread of the grid
+        before = with_row(self.row_values(0, zero, "blockIdx.x == 0 && threadIdx.x == 0"))
         body = self.compute(self.sinks(0), self.element_idx(), "i", True)
         src = [self.signature(self.name, BLOCK, args), f"#define NWARPS {BLOCK // WARP}"]
-        src += shared + ids + _indent(self.accumulators(reds), 2)
+        src += shared + ids + _indent(before + self.accumulators(reds), 2)
         src += self.loop("  " + self.grid_stride("i", self.n), self.n,
                          self.unravel(body, "i", list(range(self.nd))) + body, 2)
         src += _indent(self.group_reduce(reds, "block"), 2)
         if nblocks == 1:
             src += ["  if (threadIdx.x == 0) {  // one block: the result is final"]
-            src += _indent(finish(), 4)
+            src += _indent(finish(1), 4)
         else:
             src += ["  if (threadIdx.x == 0) {  // this block's partial results"]
             src += [f"    p{n}[blockIdx.x] = acc{n};" for n, _ in reds]
@@ -519,7 +525,7 @@ class _Emitter:
         src += [f"  for (unsigned b = threadIdx.x; b < {nblocks}u; b += blockDim.x) {{"]
         src += [f"    acc{n} = {self.combine(node, f'acc{n}', f'p{n}[b]')};" for n, node in reds]
         src += ["  }"] + _indent(self.group_reduce(reds, "block"), 2)
-        src += ["  if (threadIdx.x == 0) {"] + _indent(finish(), 4)
+        src += ["  if (threadIdx.x == 0) {"] + _indent(finish(0), 4)  # (a kernel of its own)
         src += ["  }", "#undef NWARPS", "}"]
         return src, launches + [Launch(combine, 1, BLOCK, args)]
 
