@@ -306,16 +306,19 @@ def test_compiled_modules_are_kept_on_disk(fresh_processes):
     script = ("import json, numpy as np, tracejit as tj\n"
               + ("" if REAL else "import cudasim; cudasim.install()\n")
               + "from tracejit.backends.cuda import nvrtc\n"
+              "from tracejit.backends.cpu import diskcache\n"
               "f = tj.jit(lambda x: np.tanh(x) * 2 + 1, device='cuda')\n"
               "y = tj.to_host(f(np.linspace(-1, 1, 50, dtype=np.float32)))\n"
               "print(json.dumps({'compiled': nvrtc.counts.compiled, "
-              "'loaded': nvrtc.counts.loaded, 'y': y.tolist()}))\n")
+              "'loaded': nvrtc.counts.loaded, 'y': y.tolist(), "
+              "'listed': [(e.function, e.kernels) for e in diskcache.entries()]}))\n")
     tools = str(Path(__file__).resolve().parents[1] / "tools")
     (first, _), (second, _) = fresh_processes(script, PYTHONPATH=os.pathsep.join(
         [str(SRC), tools]))
     assert (first["compiled"], first["loaded"]) == (1, 0)
     assert (second["compiled"], second["loaded"]) == (0, 1)
     assert first["y"] == second["y"]
+    assert second["listed"] == [["<lambda>", 1]]  # python -m tracejit cache lists it
 
 
 @pytest.mark.parametrize("shape,axis", [

@@ -147,14 +147,15 @@ _modules: dict[tuple[str, int], object] = {}  # (source, device) -> compiled mod
 _lock = threading.Lock()
 
 
-def _raw_module(cupy, src: str, index: int):
-    """The compiled module of ``src`` on GPU ``index``: NVRTC once per process (and the
-    disk cache across processes), with NumPy's rounding (``nvrtc.py``)."""
+def _raw_module(cupy, src: str, index: int, kernels: list[str]):
+    """The compiled module of ``src`` (defining ``kernels``) on GPU ``index``: NVRTC once
+    per process (and the disk cache across processes), with NumPy's rounding
+    (``nvrtc.py``)."""
     with _lock:
         mod = _modules.get((src, index))
         if mod is None:
             with cupy.cuda.Device(index):
-                mod = nvrtc.load(cupy, src)
+                mod = nvrtc.load(cupy, src, kernels)
             _modules[src, index] = mod
         return mod
 
@@ -206,7 +207,8 @@ def _runner(graph: Graph, profile: bool, kernels: dict | None, prefix: str = "")
                               f"{place.target}: {e}", location=locations[step]) from None
 
     if kernels is None:
-        raw = _raw_module(cupy, module.source, index) if code.kernel_names else None
+        raw = _raw_module(cupy, module.source, index, code.kernel_names) \
+            if code.kernel_names else None
         with dev:
             kernels = {k: raw.get_function(k) for k in code.kernel_names}
 

@@ -19,7 +19,6 @@ capability and CuPy's version.
 from __future__ import annotations
 
 import importlib
-import re
 from dataclasses import dataclass
 
 from ..cpu import diskcache
@@ -27,9 +26,6 @@ from ..cpu import diskcache
 # Subnormals kept, no contraction, IEEE division and square root: each float operation
 # rounds as NumPy's does. Transcendental functions are libdevice's (within its ULP bounds).
 OPTIONS = ("-ftz=false", "-fmad=false", "-prec-div=true", "-prec-sqrt=true")
-
-_KERNEL = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(')
-
 
 @dataclass
 class Counts:
@@ -42,8 +38,9 @@ class Counts:
 counts = Counts()
 
 
-def load(cupy, source: str):
-    """The compiled module of ``source`` for the current GPU (``.get_function(name)``)."""
+def load(cupy, source: str, kernels: list[str]):
+    """The compiled module of ``source`` for the current GPU (``.get_function(name)``);
+    ``kernels`` names its functions (for the disk cache's listing)."""
     device = cupy.cuda.Device()
     tag = f"cuda-nvrtc {' '.join(OPTIONS)} sm_{device.compute_capability} cupy {cupy.__version__}"
     image = diskcache.load_image(source, tag)
@@ -53,7 +50,7 @@ def load(cupy, source: str):
         if isinstance(image, str):  # PTX, where NVRTC is older than the GPU
             image = image.encode()
         counts.compiled += 1
-        diskcache.save_image(source, tag, image, _KERNEL.findall(source))
+        diskcache.save_image(source, tag, image, kernels)
     else:
         counts.loaded += 1
     module = importlib.import_module("cupy.cuda.function").Module()
