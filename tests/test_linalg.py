@@ -394,3 +394,37 @@ def test_cudasim_linalg_raises_only_when_asked():
         with cudasim.cupyx.errstate(linalg="raise"), pytest.raises(la.LinAlgError):
             cp.linalg.inv(x)
         np.testing.assert_array_equal(cp.linalg.det(x).get(), 0.0)
+
+
+def test_factorisation_comparison_sees_what_it_must():
+    """numpy_compare.assert_factorisation (how a real GPU's cuSOLVER results are checked)
+    accepts NumPy's factorisations with vectors flipped in sign (and a complement's basis
+    flipped), and refuses a changed value, a sign flipped on one side only, and a wrong
+    span: run here, since only a real GPU uses it in the suite."""
+    def signs(n, k):  # alternate signs on the first k vectors, the rest flipped too
+        return np.where(np.arange(n) % 2 & (np.arange(n) < k) | (np.arange(n) >= k), -1.0, 1.0)
+
+    w, v = la.eigh(SPD[0])
+    u, s, vh = la.svd(TALL)  # full: U 5x5, Vh 3x3
+    ur, sr, vhr = la.svd(TALL, full_matrices=False)
+    q, r = la.qr(TALL)
+    qc, rc = la.qr(TALL, mode="complete")
+    flipped = [
+        (type(la.eigh(SPD[0]))(w, v * signs(3, 3)), la.eigh(SPD[0])),
+        (type(la.svd(TALL))(u * signs(5, 3), s, vh * signs(3, 3)[:, None]), la.svd(TALL)),
+        (type(la.svd(TALL))(ur * signs(3, 3), sr, vhr * signs(3, 3)[:, None]),
+         la.svd(TALL, full_matrices=False)),
+        (type(la.qr(TALL))(q * signs(3, 3), r * signs(3, 3)[:, None]), la.qr(TALL)),
+        (type(la.qr(TALL))(qc * signs(5, 3), rc * signs(5, 3)[:, None]),
+         la.qr(TALL, mode="complete")),
+    ]
+    for got, want in flipped:
+        assert_factorisation(got, want)
+        with pytest.raises(AssertionError):  # a value off by far more than rounding
+            assert_factorisation(type(got)(*(x * (1 + 1e-6) for x in got)), want)
+    assert_factorisation(-la.qr(TALL, mode="r"), la.qr(TALL, mode="r"), r_only=True)
+    with pytest.raises(AssertionError):  # U's sign flipped, Vh's rows left alone
+        assert_factorisation(type(la.svd(TALL))(-u, s, vh), la.svd(TALL))
+    with pytest.raises(AssertionError):  # a complement column replaced by a range column
+        assert_factorisation(type(la.qr(TALL))(qc[:, [0, 1, 2, 0, 4]], rc),
+                             la.qr(TALL, mode="complete"))
