@@ -112,6 +112,25 @@ def test_fresh_jit_in_process_loads_from_disk(entry):
     assert len(names) == 3 and library.startswith("kernels-") and library.endswith(".so")
 
 
+
+def test_the_runtime_object_is_built_once_per_cache_and_again_when_removed(cache):
+    """Every kernel library links the same small runtime object: the cache keeps one
+    (a process compiling kernels does not run the C compiler for it again), and one
+    removed meanwhile (a user clearing the folder) is built again, not a failed save."""
+    assert run_fresh()["compiled"] == 1
+    (runtime,) = cache.glob("runtime-*.o")
+    made = runtime.stat()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DiskCacheWarning)
+        assert run_fresh(lambda x, y: np.sin(x * y + 1.5))["compiled"] == 1
+        assert (runtime.stat().st_ino, runtime.stat().st_mtime_ns) == (made.st_ino,
+                                                                       made.st_mtime_ns)
+        runtime.unlink()
+        assert run_fresh(lambda x, y: np.cos(x * y - 0.5))["compiled"] == 1
+    assert runtime.exists()
+    assert run_fresh(lambda x, y: np.cos(x * y - 0.5)) == {"loaded": 1, "compiled": 0,
+                                                           "discarded": 0}
+
 def test_truncated_source_is_discarded_and_recompiled(entry):
     path = entry / "kernels.py"
     path.write_bytes(path.read_bytes()[:50])
@@ -157,7 +176,7 @@ def test_without_a_linker_it_warns_and_still_computes(cache, monkeypatch):
     monkeypatch.setattr(native, "linker", lambda: None)
     with pytest.warns(DiskCacheWarning, match="could not save compiled kernels"):
         assert run_fresh() == {"loaded": 0, "compiled": 1, "discarded": 0}
-    (entry,) = cache.iterdir()
+    (entry,) = (p for p in cache.iterdir() if p.is_dir())  # (beside built C)
     assert sorted(p.name for p in entry.iterdir()) == ["kernels.py"]
 
 
@@ -264,7 +283,7 @@ def test_kernels_that_need_numbas_runtime_stay_out_silently(cache, monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert run_fresh() == {"loaded": 0, "compiled": 1, "discarded": 0}
-    (entry,) = cache.iterdir()
+    (entry,) = (p for p in cache.iterdir() if p.is_dir())  # (beside built C)
     assert sorted(p.name for p in entry.iterdir()) == ["kernels.py"]
 
 
@@ -286,6 +305,8 @@ def test_a_fresh_cache_is_private_whatever_the_umask(tmp_path, monkeypatch):
         os.umask(old)
     modes = _modes(root)
     assert modes.pop(diskcache._TALLY) == 0o600
+    (runtime,) = [p for p in modes if p.startswith("runtime-")]
+    assert modes.pop(runtime) == 0o600  # linked into every library: kept once, as private
     (entry,) = [p for p in modes if p != "." and "/" not in p]
     assert modes["."] == 0o700 and modes[entry] == 0o700
     files = {name: mode for name, mode in modes.items() if "/" in name}
@@ -361,8 +382,10 @@ def _fake_entry(root: Path, n: int, size: int, used: float, name: str = "fake") 
 
 
 def _names(root: Path) -> set[str]:
-    """What the cache directory holds besides the tally of its size."""
-    return {p.name for p in root.iterdir()} - {diskcache._TALLY}
+    """What the cache directory holds besides the tally of its size and the C code built
+    once for all its entries (``diskcache.built_c``)."""
+    return {p.name for p in root.iterdir() if not p.name.startswith(("launch-", "runtime-"))
+            } - {diskcache._TALLY}
 
 
 @pytest.mark.parametrize("text, size", [

@@ -645,22 +645,33 @@ def _evict(directory: Path) -> bool:
     return True
 
 
-def launcher_library(source: str) -> Path:
-    """The shared library of the kernels' trampoline (``native.LAUNCH_C``), compiled once
-    per machine into the cache's folder, or once per process into a temporary one when
-    the cache is off or its copy is not to be trusted with machine code (``_distrust``)."""
+def built_c(source: str, kind: str) -> Path:
+    """C ``source`` built as ``native.C_BUILDS[kind]`` says (the kernels' trampoline, the
+    runtime object every kernel library links with), once per machine into the cache's
+    folder, or once per process into a temporary one when the cache is off or its copy
+    is not to be trusted with machine code (``_distrust``). Looked for on every use: a
+    copy removed meanwhile is built again."""
+    suffix = native.C_BUILDS[kind][1]
     tag = hashlib.sha256(f"{source}{sys.implementation.cache_tag}{sys.platform}"
                          .encode()).hexdigest()[:16]
-    path = cache_dir() / f"launch-{tag}.so"
+    path = cache_dir() / f"{kind}-{tag}{suffix}"
     if enabled() and path.exists() and _distrust(path) is None:
         return path
     if not enabled() or path.exists():
-        folder = Path(tempfile.mkdtemp(prefix="tracejit-launch-"))
-        atexit.register(shutil.rmtree, folder, ignore_errors=True)
-        path = folder / path.name
+        path = _process_folder() / path.name
+        if path.exists():
+            return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    native.build_c(source, path)
+    native.build_c(source, path, kind)
     return path
 
 
-native.launcher_library = launcher_library  # (native.py imports no disk cache)
+@functools.cache
+def _process_folder() -> Path:
+    """A temporary folder of this process's own, removed when it exits."""
+    folder = Path(tempfile.mkdtemp(prefix="tracejit-c-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
+native.built_c = built_c  # (native.py imports no disk cache)

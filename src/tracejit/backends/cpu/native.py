@@ -16,7 +16,6 @@ This module imports neither Numba nor llvmlite.
 
 from __future__ import annotations
 
-import atexit
 import ctypes
 import functools
 import hashlib
@@ -45,7 +44,7 @@ KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # void kernel(args)
 # generated kernels never do) and the refcount release of Numba-allocated memory (which
 # they never allocate). In Numba's process they live in its extension modules; a kernel
 # library carries its own definitions so that it loads without Numba.
-_RUNTIME_C = r"""
+RUNTIME_C = r"""
 #include <stdio.h>
 #include <stdlib.h>
 typedef int PyGILState_STATE;
@@ -207,10 +206,11 @@ class _MethodDef(ctypes.Structure):
 
 _by_launcher: dict = {}  # a kernel's trampoline-bound builtin -> its ctypes function
 
-# Where the trampoline's shared library is kept, built there on first use from the C source
-# it is given (``diskcache.launcher_library``, set when that module loads: the disk cache
-# decides where machine code is kept and trusted); None: kernels are called via ctypes.
-launcher_library: Callable[[str], Path] | None = None
+# Where the C this module builds (the trampoline's shared library, the runtime's object) is
+# kept, built there on first use: ``built_c(source, kind)`` is ``diskcache.built_c``, set
+# when that module loads (the disk cache decides where machine code is kept and trusted);
+# None: kernels are called via ctypes and nothing is linked.
+built_c: Callable[[str, str], Path] | None = None
 
 
 @functools.cache
@@ -218,10 +218,10 @@ def _launch_method() -> _MethodDef | None:
     """The method definition every kernel's builtin shares (kept for the process's
     life), or None where the trampoline cannot be built or loaded (no C compiler): the
     kernels are then called through ctypes."""
-    if launcher_library is None:
+    if built_c is None:
         return None
     try:
-        lib = ctypes.CDLL(str(launcher_library(LAUNCH_C)))
+        lib = ctypes.CDLL(str(built_c(LAUNCH_C, "launch")))
         address = ctypes.cast(lib.tracejit_launch, ctypes.c_void_p).value
     except (OSError, AttributeError):
         return None
@@ -270,36 +270,35 @@ def linker() -> str | None:
 
 
 def link(objects: list[bytes], out: Path) -> None:
-    """Link relocatable objects (position independent) into the shared library ``out``.
-    Kernels compiled apart may each define the same Numba helper under the same mangled
-    name (same function, same types, same code), hence ``--allow-multiple-definition``."""
+    """Link relocatable objects (position independent) into the shared library ``out``,
+    with ``RUNTIME_C``'s object. Kernels compiled apart may each define the same Numba
+    helper under the same mangled name (same function, same types, same code), hence
+    ``--allow-multiple-definition``."""
+    if built_c is None:
+        raise OSError("no disk cache module to keep the runtime's object code")
+    runtime = built_c(RUNTIME_C, "runtime")
     with tempfile.TemporaryDirectory(prefix="tracejit-link-") as tmp:
         paths = []
         for i, data in enumerate(objects):
             paths.append(os.path.join(tmp, f"kernel{i}.o"))
             Path(paths[-1]).write_bytes(data)
-        _run_cc(["-shared", "-o", str(out), *paths, _runtime_object(),
+        _run_cc(["-shared", "-o", str(out), *paths, str(runtime),
                  "-Wl,--allow-multiple-definition"])
 
 
-@functools.cache
-def _runtime_object() -> str:
-    """``_RUNTIME_C`` compiled once per process."""
-    folder = tempfile.mkdtemp(prefix="tracejit-runtime-")
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    source, obj = os.path.join(folder, "runtime.c"), os.path.join(folder, "runtime.o")
-    Path(source).write_text(_RUNTIME_C)
-    _run_cc(["-c", "-fPIC", "-O2", "-o", obj, source])
-    return obj
+# How ``build_c`` builds each kind of file ``built_c`` keeps: the flags and the suffix.
+C_BUILDS = {"launch": (["-shared", "-fPIC", "-O2"], ".so"),  # the trampoline (LAUNCH_C)
+            "runtime": (["-c", "-fPIC", "-O2"], ".o")}  # linked into every kernel library
 
 
-def build_c(source: str, path: Path) -> None:
-    """Compile C ``source`` into the shared library ``path``, built beside it and moved
-    into place at once (another process may be building it too)."""
+def build_c(source: str, path: Path, kind: str) -> None:
+    """Compile C ``source`` into ``path`` as ``C_BUILDS[kind]`` says, built beside it and
+    moved into place at once (another process may be building it too)."""
     with tempfile.TemporaryDirectory(prefix="tracejit-build-", dir=path.parent) as tmp:
-        c_file, built = os.path.join(tmp, "source.c"), os.path.join(tmp, "built.so")
+        c_file, built = os.path.join(tmp, "source.c"), os.path.join(tmp, "built")
         Path(c_file).write_text(source)
-        _run_cc(["-shared", "-fPIC", "-O2", "-o", built, c_file])
+        _run_cc([*C_BUILDS[kind][0], "-o", built, c_file])
+        os.chmod(built, 0o600)  # the compiler made it 0o755 - umask; the cache trusts no more
         os.replace(built, path)
 
 
