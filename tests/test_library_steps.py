@@ -197,8 +197,40 @@ def test_inner_product_of_vectors_is_their_dot(dtype, n):
     a, b, x = rng.random((n, n)).astype(dtype), rng.random(n).astype(dtype), \
         rng.random(n).astype(dtype)
     source = _both_tiers(residual, a, b, x, later_rtol=1e-5).lower(a, b, x).source
-    assert source.count("np.dot(") == 4
+    inner = [line for line in source.splitlines() if "a row by a column" in line]
+    assert len(inner) == 4 and all("= np.dot(" in line for line in inner)
     assert n == 1 or f"reshape((1, {n}))" not in source  # (rows made for no one)
+
+
+PRODUCTS = {"A @ B": lambda A, B, x: A @ B, "A @ x": lambda A, B, x: A @ x,
+            "x @ A": lambda A, B, x: x @ A, "A @ A.T": lambda A, B, x: A @ A.T,
+            "A.T @ A": lambda A, B, x: A.T @ A}
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n", [1, 3, 24])
+@pytest.mark.parametrize("product", PRODUCTS)
+def test_small_products_are_dot_where_its_bits_are_matmuls(product, dtype, n):
+    """Products of float matrices and vectors run as ``np.dot`` where both operands are
+    C-contiguous and aligned (the same BLAS call as ``np.matmul``, a quarter of a
+    microsecond sooner) and as ``np.matmul`` otherwise (its own loop on strided operands,
+    other bits than ``np.dot``'s copy): one signature sees every layout, so each call
+    decides, and every layout gives matmul's bits."""
+    fn = PRODUCTS[product]
+    rng = np.random.default_rng(13)
+    A, B = (rng.standard_normal((n, n)).astype(dtype) for _ in range(2))
+    x = rng.standard_normal(n).astype(dtype)
+    f = _both_tiers(fn, A, B, x)
+    runner = f.lower(A, B, x).source.split("# runner")[-1]
+    assert runner.count("np.dot(") == 1 and ".flags.carray" in runner
+    wide = rng.standard_normal((n, 2 * n)).astype(dtype)
+    frozen = np.array(A)
+    frozen.flags.writeable = False
+    for a in (np.asfortranarray(A), wide[:, ::2], wide[:, :n], frozen, A.T):
+        for v in (x, wide[0, ::2]):
+            got, want = f(a, B, v), fn(a, B, v)
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
 
 
 def test_a_row_by_a_column_returned_or_reused_keeps_its_steps():

@@ -323,7 +323,8 @@ def _emit_vector_product(mod: Module, k: int, node: Node, product: tuple[Value, 
                          body: list[str], where: str, loop_inputs: set[Value]) -> None:
     a, b, out = product
     mod.namespace[f"lib{k}"] = np.matmul
-    call = f"lib{k}({mod.name(a)}, {mod.name(b)})"
+    call = _blas_product(a, b, out, mod.name(a), mod.name(b)) or \
+        f"lib{k}({mod.name(a)}, {mod.name(b)})"
     if out in loop_inputs and not a.type.dtype == b.type.dtype == out.type.dtype:
         # (NumPy's product of two arrays of one dtype is a new C-contiguous array of it)
         call = f"operand({call}, {NUMBA.dtype_name(out.type.dtype)}, {out.type.shape})"
@@ -491,6 +492,12 @@ def _inline_call(mod: Module, k: int, node: Node, in_place: bool, body: list[str
             f"np.asarray({name}).astype(dtype{k})"
     if node.op == "slogdet" and x.type.ndim == 2:  # the registry packs with two reshapes
         return f"np.array(np.linalg.slogdet({name}))"  # (4 us): [sign, logabsdet] as one
+    if node.op == "matmul":
+        product = _blas_product(*node.inputs, node.out, *(mod.name(v) for v in node.inputs))
+        into = mod.destinations.get(node.out)  # (the caller's array: matmul's out=)
+        if product is not None:
+            return product if into is None else \
+                f"({product}) if {into} is None else np.matmul({names}, out={into})"
     if x.type.ndim == 0:
         if node.op == "reshape":  # a 0-d value may be a Python scalar: no method
             return f"np.asarray({name}).reshape({tuple(attrs['shape'])!r})"
@@ -542,6 +549,27 @@ def _inline_call(mod: Module, k: int, node: Node, in_place: bool, body: list[str
         body.append(f"step = {k}; {out}[key{k}] = {mod.name(node.inputs[1])}")
         return out
     return None
+
+
+def _blas_product(a: Value, b: Value, out: Value, x: str, y: str) -> str | None:
+    """The expression for ``a @ b`` (named ``x`` and ``y``) of float32 or float64 matrices
+    and vectors of one dtype, not two vectors: ``np.dot`` where both operands are
+    contiguous (C or Fortran order) and aligned, else ``np.matmul``. For such operands
+    both calls are the same BLAS call (gemm, gemv, or syrk for ``A @ A.T``), bit for bit,
+    and ``np.dot`` reaches it without the ufunc machinery: 0.25-0.3 us less on small
+    products (a 24x24 matrix and a vector: 0.49 us against 0.74 us). A strided operand is
+    matmul's own loop, where ``np.dot`` would copy and call BLAS: other bits, so matmul's.
+    None where it does not apply."""
+    if (not {a.type.ndim, b.type.ndim} <= {1, 2} or a.type.ndim == b.type.ndim == 1
+            or not a.type.dtype == b.type.dtype == out.type.dtype
+            or out.type.dtype not in (np.float32, np.float64)):
+        return None
+    # (``flags.carray``: C-contiguous, aligned and writeable; ``flags.farray`` is no
+    # Fortran-order test: it holds for any such array that is not C-contiguous)
+    blas = " and ".join(f"{n}.flags.carray" if v.type.ndim == 1 else
+                        f"({n}.flags.carray or {n}.flags.f_contiguous and {n}.flags.aligned)"
+                        for v, n in ((a, x), (b, y)))
+    return f"np.dot({x}, {y}) if {blas} else np.matmul({x}, {y})"
 
 
 def _correlate_kernel(node: Node, later: bool) -> bool:
