@@ -22,7 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import tracejit as tj
-from tracejit import dispatch
+from tracejit import api, dispatch
 from tracejit.dispatch import PythonDispatcher, python_fast_key
 
 
@@ -285,6 +285,7 @@ def test_the_c_call_holds_no_reference_it_should_not():
     x, y = np.ones(8, np.float32), np.ones(8, np.float32)
     f(x, y)
     f(x, 2.0)
+    f.wait_compiled()  # (a later runner switching in mid-count would allocate its code)
     entry = next(iter(f._fast.values()))
     before = [sys.getrefcount(o) for o in (x, y, entry, f._fast, f._hits)]
     for _ in range(1000):
@@ -292,17 +293,26 @@ def test_the_c_call_holds_no_reference_it_should_not():
         f(x, 2.0)
     assert [sys.getrefcount(o) for o in (x, y, entry, f._fast, f._hits)] == before
     gc.collect()
-    tracemalloc.start()
+    assert _grown(lambda: f(x, y)) < 4096
+
+
+def _grown(call) -> int:
+    """Bytes that 20,000 calls of ``call`` left allocated under this file's lines (what
+    the calls allocate has them in its traceback; threads still compiling for earlier
+    tests allocate too, without)."""
+    here = [tracemalloc.Filter(True, __file__, all_frames=True),  # (not the first
+            tracemalloc.Filter(False, tracemalloc.__file__, all_frames=True)]  # snapshot)
+    tracemalloc.start(64)
     try:
         for _ in range(2000):
-            f(x, y)
-        start = tracemalloc.get_traced_memory()[0]
+            call()
+        start = tracemalloc.take_snapshot().filter_traces(here)
         for _ in range(20000):
-            f(x, y)
-        grown = tracemalloc.get_traced_memory()[0] - start
+            call()
+        end = tracemalloc.take_snapshot().filter_traces(here)
     finally:
         tracemalloc.stop()
-    assert grown < 4096, grown
+    return sum(d.size_diff for d in end.compare_to(start, "filename"))
 
 
 def test_a_jitted_function_is_collected_with_its_cycles():
@@ -342,3 +352,111 @@ def test_calls_from_many_threads_through_the_c_call(backend):
         t.join()
     assert not errors
     assert f.cache_info().hits == 8 * 300
+
+
+# ------------------------------------------------------------------ the write-back in C
+
+def increment(a, b):
+    a += b
+    return a
+
+
+def shift_rows(a, b):
+    a[1:] = b[:-1] * 2
+    return a[1:], a.sum()
+
+
+def two_products(x1, x2, y, A):
+    x1 += A @ y
+    x2 += y @ A
+
+
+def clip_negative(a):
+    a[a < 0] = 0
+
+
+def view_of_written(a, b):
+    a *= 2
+    return a[::2] + b, a.T
+
+
+def _wide(n):
+    return np.arange(2.0 * n)[::2] - 3.0  # a view: strided, no memory of its own
+
+
+def _with_view(a):
+    return a, a[::-1]
+
+
+WRITERS = [  # (function, a list of argument-making lambdas, one per call)
+    (sgd, [lambda: (np.arange(5.0), np.full(5, 2.0), 0.5, np.zeros(5)),
+           lambda: (np.arange(5.0), np.full(5, 2.0), 0.5, np.zeros(10)[::2]),
+           lambda: (np.arange(5.0), np.full(5, 2.0), 0.5, np.zeros(5, ">f8")),
+           lambda: (_wide(5), np.full(5, 2.0), 0.5, np.zeros(5)),
+           lambda: (np.arange(5.0), np.full(5, 2.0), -1.5, np.zeros(5, np.float32))]),
+    (increment, [lambda: (np.arange(4.0), np.ones(4)), lambda: (_wide(4), np.ones(4)),
+                 lambda: (np.arange(4.0), 2.5), lambda: (np.arange(4.0), _wide(4)),
+                 lambda: _with_view(np.arange(4.0))]),  # (overlapping: refused)
+    (shift_rows, [lambda: (np.arange(6.0), np.ones(6)), lambda: (_wide(6), np.ones(6))]),
+    (two_products, [lambda: (np.ones(3), np.zeros(3), np.arange(3.0), np.eye(3) * 2),
+                    lambda: (np.ones(3), np.zeros(3), np.arange(3.0), np.eye(6)[::2, ::2])]),
+    (clip_negative, [lambda: (np.arange(-3.0, 3.0),), lambda: (_wide(6),)]),
+    (view_of_written, [lambda: (np.arange(6.0).reshape(2, 3), np.ones(3)),
+                       lambda: (np.arange(6.0).reshape(2, 3), np.ones((1, 3)))]),
+]
+
+
+def _outcome(f, args):
+    """What a call did: its result (values, dtypes, which results are arguments), the
+    arguments after it, or the error it raised."""
+    try:
+        got = f(*args)
+    except Exception as e:
+        return type(e).__name__
+    flat = got if isinstance(got, tuple) else (got,)
+    return ([(np.asarray(g).tolist(), np.asarray(g).dtype.str,
+              [a is g for a in args]) for g in flat],
+            [np.asarray(a).tolist() for a in args])
+
+
+@pytest.mark.parametrize("fn, makes", WRITERS, ids=[w[0].__name__ for w in WRITERS])
+def test_the_write_back_in_c_does_what_the_python_one_does(fn, makes, monkeypatch):
+    """A function writing its arguments runs ``_dispatch.WriteBack`` on its cached calls
+    (``api._Writes.fast`` writes the same steps out in Python without the C module): the
+    same results, arguments afterwards, results that are the caller's arrays, and errors
+    (a read-only argument, one passed twice), whether the caller's array is computed in
+    (a destination), stored into (strided, byte-swapped, another dtype) or checked the
+    slow way (a view)."""
+    c = tj.jit(fn, backend="cpu")
+    with monkeypatch.context() as m:
+        m.setattr(api, "_WriteBack", None)
+        p = tj.jit(fn, backend="cpu")
+        [_outcome(p, make()) for make in makes]  # (compiled with the Python write-back)
+    assert any(isinstance(e.run, dispatch.WriteBack) for e in c._cache.values()) or not c._fast
+    for make in makes:
+        for _ in range(2):  # the first call compiles; the second is the cached one
+            assert _outcome(c, make()) == _outcome(p, make())
+        frozen = make(), make()  # the first array read-only: an error where it is written
+        for args in frozen:
+            next(a for a in args if isinstance(a, np.ndarray)).flags.writeable = False
+        assert _outcome(c, frozen[0]) == _outcome(p, frozen[1])
+    twice = makes[0](), makes[0]()  # the first array passed again last, where it fits
+    if len(twice[0]) > 1 and np.shape(twice[0][0]) == np.shape(twice[0][-1]):
+        assert _outcome(c, (*twice[0][:-1], twice[0][0])) == \
+            _outcome(p, (*twice[1][:-1], twice[1][0]))
+    assert any(isinstance(e.run, dispatch.WriteBack) for e in c._cache.values())
+
+
+def test_the_write_back_in_c_holds_no_reference_it_should_not():
+    f = tj.jit(sgd, backend="cpu")
+    x, g, out = np.arange(5.0), np.full(5, 2.0), np.zeros(5)
+    strided = np.zeros(10)[::2]
+    f(x, g, 0.5, out)
+    f(x, g, 0.5, strided)
+    f.wait_compiled()
+    before = [sys.getrefcount(o) for o in (x, g, out, strided)]
+    for _ in range(1000):
+        assert f(x, g, 0.5, out) is out
+        assert f(x, g, 0.5, strided) is strided
+    assert [sys.getrefcount(o) for o in (x, g, out, strided)] == before
+    assert _grown(lambda: f(x, g, 0.5, out)) < 4096

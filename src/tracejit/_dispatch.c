@@ -309,6 +309,272 @@ static PyTypeObject DispatcherType = {
     .tp_members = dispatcher_members,
 };
 
+/* A signature's write-back, in C: ``api._Writes.fast``'s function for a function that
+   writes to its arguments, the same steps as the Python it writes out otherwise (which
+   costs 0.3-0.5 us a call in attribute look-ups: each ``flags`` is a new object). Before
+   the runner: every written argument an exact ndarray that is writeable, has no base and
+   owns its memory (a destination ``o<j>`` where it is also C-contiguous, aligned and of
+   the output's dtype), every other array argument with no base and owning its memory,
+   none of them the written one; any other call goes the checked way (``slow``). After
+   it: an output that may be a written argument's memory goes through ``store``; the
+   written regions are stored (``leaf[key] = out`` unless the runner wrote in the
+   caller's array itself); the function's outputs are returned, an aliased one as the
+   argument or ``returned(leaf, path, out)``.
+
+   The spec is a tuple of Python objects, read at each call (a few ns an item):
+     written     ((i, ((j, dtype), ...)), ...)   per written leaf, its destinations
+     owned       (j, ...)                        other leaves that must own their memory
+     distinct    ((i, (j, ...)), ...)            leaves that must not be leaf i itself
+     kwnames     ("o<j>", ...)                   the runner's destination keywords
+     dests       (j, ...)                        the output position of each keyword
+     unaliased   ((k, (i, ...)), ...)            outputs to check, the written leaves
+                                                 each must not be (besides having a base)
+     back        ((j, i, key), ...)              the stores into written leaves
+     results     (None | (i, path, direct), ...) per output of the function's own */
+typedef struct {
+    PyObject_HEAD
+    PyObject *fn, *slow, *store, *returned;
+    PyObject *written, *owned, *distinct, *kwnames, *dests, *unaliased, *back, *results;
+} WriteBack;
+
+#define MAX_DESTS 32
+
+static Py_ssize_t item_index(PyObject *tuple, Py_ssize_t k)
+{
+    return PyLong_AsSsize_t(PyTuple_GET_ITEM(tuple, k));
+}
+
+static int owns_its_memory(PyObject *a)
+{
+    return PyArray_BASE((PyArrayObject *)a) == NULL &&
+           PyArray_CHKFLAGS((PyArrayObject *)a, NPY_ARRAY_OWNDATA);
+}
+
+/* ``outs[k]`` (borrowed), or NULL with an error where the runner returned fewer. */
+static PyObject *output(PyObject *outs, Py_ssize_t k)
+{
+    if (k < 0 || k >= PyList_GET_SIZE(outs)) {
+        PyErr_SetString(PyExc_IndexError, "tracejit: a runner returned too few outputs (a bug)");
+        return NULL;
+    }
+    return PyList_GET_ITEM(outs, k);
+}
+
+static PyObject *writeback_call(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    WriteBack *self = (WriteBack *)op;
+    Py_ssize_t nargs = PyTuple_GET_SIZE(args), ndest = PyTuple_GET_SIZE(self->dests);
+    PyObject *dest_out[MAX_DESTS];
+    Py_ssize_t dest_pos[MAX_DESTS];
+    PyObject *outs, *results;
+    if (kwargs != NULL || ndest > MAX_DESTS)
+        return PyObject_Call(self->slow, args, kwargs);
+    for (Py_ssize_t d = 0; d < ndest; d++) {
+        dest_pos[d] = item_index(self->dests, d);
+        dest_out[d] = Py_None;
+    }
+    for (Py_ssize_t w = 0; w < PyTuple_GET_SIZE(self->written); w++) {
+        PyObject *spec = PyTuple_GET_ITEM(self->written, w);
+        Py_ssize_t i = item_index(spec, 0);
+        PyObject *leaf = i < nargs ? PyTuple_GET_ITEM(args, i) : NULL, *outputs;
+        if (leaf == NULL || !PyArray_CheckExact(leaf) ||
+            !PyArray_CHKFLAGS((PyArrayObject *)leaf, NPY_ARRAY_WRITEABLE) || !owns_its_memory(leaf))
+            return PyObject_Call(self->slow, args, NULL);
+        outputs = PyTuple_GET_ITEM(spec, 1);
+        for (Py_ssize_t t = 0; t < PyTuple_GET_SIZE(outputs); t++) {
+            PyObject *pair = PyTuple_GET_ITEM(outputs, t);
+            Py_ssize_t j = item_index(pair, 0);
+            int fits = PyArray_CHKFLAGS((PyArrayObject *)leaf,
+                                        NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED) &&
+                       (PyObject *)PyArray_DESCR((PyArrayObject *)leaf) == PyTuple_GET_ITEM(pair, 1);
+            for (Py_ssize_t d = 0; d < ndest; d++)
+                if (dest_pos[d] == j)
+                    dest_out[d] = fits ? leaf : Py_None;
+        }
+    }
+    for (Py_ssize_t t = 0; t < PyTuple_GET_SIZE(self->owned); t++) {
+        Py_ssize_t j = item_index(self->owned, t);
+        PyObject *x = j < nargs ? PyTuple_GET_ITEM(args, j) : NULL;
+        if (x == NULL || (PyArray_Check(x) && !owns_its_memory(x)))
+            return PyObject_Call(self->slow, args, NULL);
+    }
+    for (Py_ssize_t t = 0; t < PyTuple_GET_SIZE(self->distinct); t++) {
+        PyObject *spec = PyTuple_GET_ITEM(self->distinct, t), *others = PyTuple_GET_ITEM(spec, 1);
+        PyObject *leaf = PyTuple_GET_ITEM(args, item_index(spec, 0));
+        for (Py_ssize_t u = 0; u < PyTuple_GET_SIZE(others); u++) {
+            Py_ssize_t j = item_index(others, u);
+            if (j >= nargs || PyTuple_GET_ITEM(args, j) == leaf)
+                return PyObject_Call(self->slow, args, NULL);
+        }
+    }
+    if (PyErr_Occurred())
+        return NULL;
+    {  /* the runner: the leaves, then a destination per keyword */
+        PyObject *stack[MAX_ARGS + MAX_DESTS];
+        if (nargs > MAX_ARGS)
+            return PyObject_Call(self->slow, args, NULL);
+        for (Py_ssize_t a = 0; a < nargs; a++)
+            stack[a] = PyTuple_GET_ITEM(args, a);
+        for (Py_ssize_t d = 0; d < ndest; d++)
+            stack[nargs + d] = dest_out[d];
+        outs = PyObject_Vectorcall(self->fn, stack, (size_t)nargs,
+                                   ndest ? self->kwnames : NULL);
+    }
+    if (outs != NULL && !PyList_CheckExact(outs))  /* (a runner returns a list) */
+        Py_SETREF(outs, PySequence_List(outs));
+    if (outs == NULL)
+        return NULL;
+    for (Py_ssize_t t = 0; t < PyTuple_GET_SIZE(self->unaliased); t++) {
+        PyObject *spec = PyTuple_GET_ITEM(self->unaliased, t), *unsafe = PyTuple_GET_ITEM(spec, 1);
+        PyObject *o = output(outs, item_index(spec, 0));
+        int stored = 0;
+        if (o == NULL) {
+            Py_DECREF(outs);
+            return NULL;
+        }
+        if (!PyArray_Check(o))
+            continue;
+        stored = PyArray_BASE((PyArrayObject *)o) != NULL;
+        for (Py_ssize_t u = 0; !stored && u < PyTuple_GET_SIZE(unsafe); u++)
+            stored = PyTuple_GET_ITEM(args, item_index(unsafe, u)) == o;
+        if (stored) {
+            PyObject *result = PyObject_CallFunctionObjArgs(self->store, args, outs, NULL);
+            Py_DECREF(outs);
+            return result;
+        }
+    }
+    for (Py_ssize_t t = 0; t < PyTuple_GET_SIZE(self->back); t++) {
+        PyObject *spec = PyTuple_GET_ITEM(self->back, t);
+        PyObject *o = output(outs, item_index(spec, 0));
+        PyObject *leaf = PyTuple_GET_ITEM(args, item_index(spec, 1));
+        if (o == NULL || (o != leaf && PyObject_SetItem(leaf, PyTuple_GET_ITEM(spec, 2), o) < 0)) {
+            Py_DECREF(outs);
+            return NULL;
+        }
+    }
+    results = PyList_New(PyTuple_GET_SIZE(self->results));
+    for (Py_ssize_t k = 0; results != NULL && k < PyTuple_GET_SIZE(self->results); k++) {
+        PyObject *spec = PyTuple_GET_ITEM(self->results, k), *o = output(outs, k), *value;
+        if (o == NULL) {
+            value = NULL;
+        } else if (spec == Py_None) {
+            value = Py_NewRef(o);
+        } else {
+            PyObject *leaf = PyTuple_GET_ITEM(args, item_index(spec, 0));
+            value = PyTuple_GET_ITEM(spec, 2) == Py_True ? Py_NewRef(leaf)
+                    : PyObject_CallFunctionObjArgs(self->returned, leaf, PyTuple_GET_ITEM(spec, 1),
+                                                   o, NULL);
+        }
+        if (value == NULL)
+            Py_CLEAR(results);
+        else
+            PyList_SET_ITEM(results, k, value);
+    }
+    Py_DECREF(outs);
+    return results;
+}
+
+static PyObject *writeback_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    WriteBack *self;
+    PyObject *fn, *slow, *store, *returned, *written, *owned, *distinct, *kwnames, *dests,
+        *unaliased, *back, *results;
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs)) {
+        PyErr_SetString(PyExc_TypeError, "WriteBack takes positional arguments only");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "OOOOO!O!O!O!O!O!O!O!", &fn, &slow, &store, &returned,
+                          &PyTuple_Type, &written, &PyTuple_Type, &owned, &PyTuple_Type,
+                          &distinct, &PyTuple_Type, &kwnames, &PyTuple_Type, &dests,
+                          &PyTuple_Type, &unaliased, &PyTuple_Type, &back, &PyTuple_Type,
+                          &results))
+        return NULL;
+    if (PyTuple_GET_SIZE(kwnames) != PyTuple_GET_SIZE(dests) ||
+        PyTuple_GET_SIZE(dests) > MAX_DESTS) {
+        PyErr_SetString(PyExc_ValueError, "WriteBack: one keyword per destination, at most 32");
+        return NULL;
+    }
+    self = (WriteBack *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->fn = Py_NewRef(fn);
+    self->slow = Py_NewRef(slow);
+    self->store = Py_NewRef(store);
+    self->returned = Py_NewRef(returned);
+    self->written = Py_NewRef(written);
+    self->owned = Py_NewRef(owned);
+    self->distinct = Py_NewRef(distinct);
+    self->kwnames = Py_NewRef(kwnames);
+    self->dests = Py_NewRef(dests);
+    self->unaliased = Py_NewRef(unaliased);
+    self->back = Py_NewRef(back);
+    self->results = Py_NewRef(results);
+    return (PyObject *)self;
+}
+
+static int writeback_traverse(PyObject *op, visitproc visit, void *arg)
+{
+    WriteBack *self = (WriteBack *)op;
+    Py_VISIT(self->fn);
+    Py_VISIT(self->slow);
+    Py_VISIT(self->store);
+    Py_VISIT(self->returned);
+    Py_VISIT(self->written);
+    Py_VISIT(self->owned);
+    Py_VISIT(self->distinct);
+    Py_VISIT(self->kwnames);
+    Py_VISIT(self->dests);
+    Py_VISIT(self->unaliased);
+    Py_VISIT(self->back);
+    Py_VISIT(self->results);
+    return 0;
+}
+
+static int writeback_clear(PyObject *op)
+{
+    WriteBack *self = (WriteBack *)op;
+    Py_CLEAR(self->fn);
+    Py_CLEAR(self->slow);
+    Py_CLEAR(self->store);
+    Py_CLEAR(self->returned);
+    Py_CLEAR(self->written);
+    Py_CLEAR(self->owned);
+    Py_CLEAR(self->distinct);
+    Py_CLEAR(self->kwnames);
+    Py_CLEAR(self->dests);
+    Py_CLEAR(self->unaliased);
+    Py_CLEAR(self->back);
+    Py_CLEAR(self->results);
+    return 0;
+}
+
+static void writeback_dealloc(PyObject *op)
+{
+    PyObject_GC_UnTrack(op);
+    writeback_clear(op);
+    Py_TYPE(op)->tp_free(op);
+}
+
+static PyMemberDef writeback_members[] = {
+    {"fn", T_OBJECT_EX, offsetof(WriteBack, fn), READONLY, "the runner"},
+    {NULL},
+};
+
+static PyTypeObject WriteBackType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tracejit._dispatch.WriteBack",
+    .tp_doc = "WriteBack(fn, slow, store, returned, written, owned, distinct, kwnames, dests, "
+              "unaliased, back, results): a signature's write-back in C (see _dispatch.c).",
+    .tp_basicsize = sizeof(WriteBack),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = writeback_new,
+    .tp_call = writeback_call,
+    .tp_traverse = writeback_traverse,
+    .tp_clear = writeback_clear,
+    .tp_dealloc = writeback_dealloc,
+    .tp_members = writeback_members,
+};
+
 static PyMethodDef methods[] = {
     {"fast_key", fast_key, METH_VARARGS,
      "fast_key(args: tuple, valued: bytes) -> bytes | None: the cached call's key of "
@@ -334,12 +600,13 @@ PyMODINIT_FUNC PyInit__dispatch(void)
     str_gpu_requested = PyUnicode_InternFromString("gpu_requested");
     if (!str_run || !str_finish || !str_call || !str_gpu_requested)
         return NULL;
-    if (PyType_Ready(&DispatcherType) < 0)
+    if (PyType_Ready(&DispatcherType) < 0 || PyType_Ready(&WriteBackType) < 0)
         return NULL;
     m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    if (PyModule_AddObjectRef(m, "Dispatcher", (PyObject *)&DispatcherType) < 0) {
+    if (PyModule_AddObjectRef(m, "Dispatcher", (PyObject *)&DispatcherType) < 0 ||
+        PyModule_AddObjectRef(m, "WriteBack", (PyObject *)&WriteBackType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -43,6 +43,7 @@ from .check import compile_checked, internal_error, resolve_mode
 from .config import compile_mode, config
 from .dispatch import FLOAT as _FLOAT
 from .dispatch import Dispatcher, fast_key
+from .dispatch import WriteBack as _WriteBack
 from .errors import (
     ConcretizationError,
     ConfigError,
@@ -1217,6 +1218,8 @@ class _Writes:
                 if key is Ellipsis and i in destinations.get(j, ()):
                     into[j] = i
                 j += 1
+        if _WriteBack is not None:
+            return self._in_c(fn, slow, into)
         lines = [f"def run({sig}):"]
         for i in written:
             lines += [f"    if type(l{i}) is not ndarray: return slow({sig})",
@@ -1260,6 +1263,27 @@ class _Writes:
         lines.append(f"    return [{', '.join(results)}]")
         exec(compile("\n".join(lines) + "\n", "<tracejit write-back>", "exec"), namespace)
         return namespace["run"]
+
+    def _in_c(self, fn, slow, into: dict[int, int]):
+        """What ``fast`` writes out in Python, as ``_dispatch.WriteBack``: the same steps
+        in C, read from tuples (its comment in ``_dispatch.c`` says which)."""
+        written = [i for i, _ in self.keys]
+        dtypes = {j: self.graph.outputs[j].type.dtype for j in into}
+        back, j = [], self.n
+        for i, keys in self.keys:
+            for key in keys:
+                back.append((j, i, key))
+                j += 1
+        aliased = {k: (i, path, i in written and not path) for k, i, path in self.aliases}
+        return _WriteBack(
+            fn, slow, self.store, _returned,
+            tuple((i, tuple((j, dtypes[j]) for j, leaf in into.items() if leaf == i))
+                  for i in written),
+            tuple(sorted({j for _, others in self.others for j in others} - set(written))),
+            self.others,
+            tuple(f"o{j}" for j in into), tuple(into),
+            tuple((k, tuple(i for i in written if into.get(k) != i)) for k in self.unaliased),
+            tuple(back), tuple(aliased.get(k) for k in range(self.n)))
 
     def check(self, leaves) -> None:
         """Before running: every array written to is writeable, and shares no memory with

@@ -112,9 +112,10 @@ class PythonDispatcher:
 
 
 try:
-    from ._dispatch import Dispatcher, configure, fast_key
+    from ._dispatch import Dispatcher, WriteBack, configure, fast_key
 except ImportError:  # (installed without a C compiler)
     Dispatcher, fast_key = PythonDispatcher, python_fast_key  # type: ignore[misc]
+    WriteBack = None  # (api._Writes writes its steps out in Python)
 else:
     configure(_PROFILES, vars(targets))
 
