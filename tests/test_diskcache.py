@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -35,8 +36,13 @@ def chain(x, y):
 
 @pytest.fixture(autouse=True)
 def _no_kernels_in_memory(monkeypatch):
-    """Each test starts with no kernel compiled in this process, so it goes to disk."""
+    """Each test starts with no kernel compiled in this process, so it goes to disk; the
+    disk cache's counts are this thread's (a later runner of an earlier test, its kernels
+    loaded from the suite's cache in a compile worker's driver thread, is not this one's)."""
     monkeypatch.setattr(cpu.kernels, "_compiled", {})
+    count = diskcache._count
+    monkeypatch.setattr(diskcache, "_count", lambda **deltas: count(**deltas) if
+                        threading.current_thread() is threading.main_thread() else None)
 
 
 @pytest.fixture

@@ -3,6 +3,8 @@
 A kernel is ``void kernel(int64 args)`` (see :mod:`.native`): ``arg(args, j, dtype)`` is a
 typed pointer to the data of array ``j`` of the argument tuple, which the kernel wraps in a
 ``view`` (Numba's ``carray``, lighter to compile) or dereferences (0-d).
+``value(args, j)`` is the float64 value of item ``j``, a Python float (the runner passes
+weakly typed scalars as ``float(x)``: a tenth of a microsecond less than a 0-d array).
 ``dim(args, j, d)`` is that array's extent ``d``, as an unsigned 64-bit value: a kernel
 takes its outer extent at run time (one compiled kernel serves every batch size), its
 inner extents are literals (constant strides, vector loops). ``stack(n, dtype)`` is a
@@ -20,7 +22,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 from numba.np.arrayobj import make_array, populate_array
 
-from .native import ARRAY_DATA, ARRAY_DIMENSIONS, TUPLE_ITEMS
+from .native import ARRAY_DATA, ARRAY_DIMENSIONS, FLOAT_VALUE, TUPLE_ITEMS
 
 U = np.uint64
 
@@ -56,6 +58,21 @@ def arg(typingctx, args, j, dtype):
         return builder.inttoptr(data, context.get_value_type(types.CPointer(ty)))
 
     return types.CPointer(ty)(args, j, dtype), codegen
+
+
+@intrinsic
+def value(typingctx, args, j):
+    """``PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(args, j))``"""
+    if not isinstance(j, types.IntegerLiteral):
+        return None
+    index = j.literal_value
+
+    def codegen(context, builder, signature, llargs):
+        item = _load(builder, builder.add(llargs[0], _WORD(TUPLE_ITEMS + 8 * index)))
+        address = builder.add(item, _WORD(FLOAT_VALUE))
+        return builder.load(builder.inttoptr(address, ir.DoubleType().as_pointer()))
+
+    return types.float64(args, j), codegen
 
 
 @intrinsic

@@ -208,7 +208,8 @@ class Entry:
         tmp = self.directory / f".kernels.{uuid.uuid4().hex[:12]}.so"
         try:
             _materialise(self.directory, self.source)  # evicted while Numba compiled?
-            native.link(objects(), tmp)
+            runtime = built_c(native.RUNTIME_C, "runtime", self.directory.parent)
+            native.link(objects(), tmp, runtime)
             os.chmod(tmp, 0o600)  # dlopen needs no more; the linker made it 0o755 - umask
             digest = native.digest(tmp)
             library = f"kernels-{digest[:16]}.so"
@@ -645,16 +646,17 @@ def _evict(directory: Path) -> bool:
     return True
 
 
-def built_c(source: str, kind: str) -> Path:
+def built_c(source: str, kind: str, root: Path | None = None) -> Path:
     """C ``source`` built as ``native.C_BUILDS[kind]`` says (the kernels' trampoline, the
     runtime object every kernel library links with), once per machine into the cache's
-    folder, or once per process into a temporary one when the cache is off or its copy
-    is not to be trusted with machine code (``_distrust``). Looked for on every use: a
-    copy removed meanwhile is built again."""
+    folder (``root``, the one an entry being saved is in; by default the current one), or
+    once per process into a temporary one when the cache is off or its copy is not to be
+    trusted with machine code (``_distrust``). Looked for on every use: a copy removed
+    meanwhile is built again."""
     suffix = native.C_BUILDS[kind][1]
     tag = hashlib.sha256(f"{source}{sys.implementation.cache_tag}{sys.platform}"
                          .encode()).hexdigest()[:16]
-    path = cache_dir() / f"{kind}-{tag}{suffix}"
+    path = (cache_dir() if root is None else root) / f"{kind}-{tag}{suffix}"
     if enabled() and path.exists() and _distrust(path) is None:
         return path
     if not enabled() or path.exists():

@@ -53,7 +53,7 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 _IMPORTS = ["import numpy as np", "from numba import carray, cfunc, types",  # carray: fused.py
             "from tracejit.backends.cpu.abi import U, arg, barrier, dim, num_threads, stack, "
-            "thread_id, view"]
+            "thread_id, value, view"]
 
 
 class Module:
@@ -127,7 +127,9 @@ class LoopEmitter:
         ``outer`` array spans the loop's first dimension with its own first: that extent
         is the run-time ``n0``, read from the first such argument."""
         n = len(self.params)
-        if shape is None and dtype.kind == "b":  # a bool pointer loads a byte, not an i1
+        if runner.startswith("float("):  # a Python float, read in its object
+            self.unpack.append(f"{local} = value(args, {n})")
+        elif shape is None and dtype.kind == "b":  # a bool pointer loads a byte, not an i1
             self.unpack.append(f"{local} = arg(args, {n}, np.uint8)[0] != 0")
         else:
             pointer = f"arg(args, {n}, {NUMBA.dtype_name(dtype)})"
@@ -166,8 +168,8 @@ class LoopEmitter:
             elif v.type.ndim == 0:
                 T = NUMBA.dtype_name(v.type.dtype)
                 runner = f"np.asarray({mod.name(v)}, {T})"
-                if v.type.weak and v.type.dtype == np.float64:  # a Python float, or float64
-                    runner = f"np.array({mod.name(v)})"  # (a dtype argument costs 50 ns)
+                if v.type.weak and v.type.dtype == np.float64:  # a Python float, a float64
+                    runner = f"float({mod.name(v)})"  # (scalar, or 0-d array: 10 ns, np.array 100)
                 if v in mod.consts:
                     runner = f"{mod.name(v)}_0d"
                     mod.namespace[runner] = np.asarray(mod.consts[v], v.type.dtype)

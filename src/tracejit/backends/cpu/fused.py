@@ -56,6 +56,7 @@ from .loops_flat import flatten
 from .ops import NUMBA
 
 _ARG = re.compile(r"arg\(args, (\d+), ([\w.]+)\)")
+_VALUE = re.compile(r"value\(args, (\d+)\)")
 _DIM = re.compile(r"dim\(args, (\d+), 0\)")
 _STEP = "(args, rd, wr, t)"  # each generated function's parameters
 
@@ -227,6 +228,8 @@ def _graph(plan: _Plan, g: int, part_kernels: tuple, inputs: list, dests: list) 
         plan.imports += [line for line in head.splitlines() if line.startswith(("import", "from"))]
         body = _ARG.sub(lambda m, places=places: "at(args, {0}, {2}, {1})".format(
             *places[int(m[1])], m[2]), body)
+        body = _VALUE.sub(lambda m, places=places: "at(args, {}, np.float64, {})[0]".format(
+            *places[int(m[1])]), body)
         body = _DIM.sub(f"U({em.shape[0]})", body)
         plan.functions.append(f"@njit(inline='always')\ndef {name}{_STEP}:\n{body}")
         plan.calls.append((g, name, False))
@@ -355,7 +358,7 @@ def _gemm_address() -> dict[np.dtype, int] | None:
 
 def _place(plan: _Plan, mod, by_name: dict, call: str) -> tuple[int, str]:
     """Where the kernel argument the runner would pass as ``call`` lies in the driver."""
-    m = re.fullmatch(r"np\.asarray\((\w+), [\w.]+\)|np\.array\((\w+)\)", call)  # (a 0-d value)
+    m = re.fullmatch(r"np\.asarray\((\w+), [\w.]+\)|float\((\w+)\)", call)  # (a 0-d value)
     name = (m[1] or m[2]) if m else call
     if name in by_name:
         return plan.locate(by_name[name], mod)

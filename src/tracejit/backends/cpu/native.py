@@ -37,6 +37,7 @@ from ...errors import BackendUnavailable
 TUPLE_ITEMS = tuple.__basicsize__
 ARRAY_DATA = 16  # offset of the data pointer in NumPy's PyArrayObject (refcount, type, data)
 ARRAY_DIMENSIONS = 32  # offset of its ``npy_intp *dimensions`` (after data and ``int nd``)
+FLOAT_VALUE = float.__basicsize__ - 8  # offset of a Python float's ``double ob_fval`` (last)
 
 KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # void kernel(args)
 
@@ -82,13 +83,15 @@ def configure() -> ctypes.CDLL:
     gomp.GOMP_parallel.restype = None
     probe = np.zeros((3, 5))
     box = (probe,)
+    number = probe.size + 0.375  # (a float made now, not a constant of this code)
     if (sys.maxsize != 2**63 - 1
             or ctypes.c_void_p.from_address(id(box) + TUPLE_ITEMS).value != id(probe)
             or ctypes.c_void_p.from_address(id(probe) + ARRAY_DATA).value != probe.ctypes.data
-            or _dimensions(probe) != [3, 5]):
+            or _dimensions(probe) != [3, 5]
+            or ctypes.c_double.from_address(id(number) + FLOAT_VALUE).value != number):
         raise BackendUnavailable(
-            "the CPU backend's kernels read tuples and arrays at CPython's and NumPy's usual "
-            "struct offsets, which this interpreter does not use",
+            "the CPU backend's kernels read tuples, arrays and floats at CPython's and "
+            "NumPy's usual struct offsets, which this interpreter does not use",
             hint="use a 64-bit CPython build without free threading, or backend='reference'")
     return gomp
 
@@ -206,10 +209,9 @@ class _MethodDef(ctypes.Structure):
 
 _by_launcher: dict = {}  # a kernel's trampoline-bound builtin -> its ctypes function
 
-# Where the C this module builds (the trampoline's shared library, the runtime's object) is
-# kept, built there on first use: ``built_c(source, kind)`` is ``diskcache.built_c``, set
-# when that module loads (the disk cache decides where machine code is kept and trusted);
-# None: kernels are called via ctypes and nothing is linked.
+# Where the trampoline's shared library is kept, built there on first use:
+# ``built_c(source, kind)`` is ``diskcache.built_c``, set when that module loads (the disk
+# cache decides where machine code is kept and trusted); None: kernels are called via ctypes.
 built_c: Callable[[str, str], Path] | None = None
 
 
@@ -269,14 +271,11 @@ def linker() -> str | None:
         "clang")
 
 
-def link(objects: list[bytes], out: Path) -> None:
+def link(objects: list[bytes], out: Path, runtime: Path) -> None:
     """Link relocatable objects (position independent) into the shared library ``out``,
-    with ``RUNTIME_C``'s object. Kernels compiled apart may each define the same Numba
-    helper under the same mangled name (same function, same types, same code), hence
-    ``--allow-multiple-definition``."""
-    if built_c is None:
-        raise OSError("no disk cache module to keep the runtime's object code")
-    runtime = built_c(RUNTIME_C, "runtime")
+    with ``runtime``, ``RUNTIME_C``'s object. Kernels compiled apart may each define the
+    same Numba helper under the same mangled name (same function, same types, same code),
+    hence ``--allow-multiple-definition``."""
     with tempfile.TemporaryDirectory(prefix="tracejit-link-") as tmp:
         paths = []
         for i, data in enumerate(objects):
