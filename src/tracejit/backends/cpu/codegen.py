@@ -598,7 +598,7 @@ def _emit_correlate(mod: Module, k: int, node: Node, body: list[str], where: str
     out = mod.name(node.out)
     ops = ", ".join(f"np.ascontiguousarray({mod.name(v)}, {T})"
                     for v in fused_steps.correlate_operands(node))
-    body.append(f"step = {k}; {out} = np.empty({node.out.type.shape}, {T})")
+    body.append(f"step = {k}; {out} = {mod.empty(node.out.type.shape, node.out.type.dtype)}")
     body.append(f"step = {k}; args = ({ops}, {out}); kernel{k}(id(args))  # correlate, {where}")
 
 
