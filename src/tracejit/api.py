@@ -44,6 +44,8 @@ from .config import compile_mode, config
 from .dispatch import FLOAT as _FLOAT
 from .dispatch import Dispatcher, fast_key
 from .dispatch import WriteBack as _WriteBack
+from .dispatch import first as _first
+from .dispatch import none as _none
 from .errors import (
     ConcretizationError,
     ConfigError,
@@ -1136,14 +1138,6 @@ def _copy(out):
     if where is None and targets.dask_array(out):
         return out  # (immutable: Dask's own ops return new arrays)
     return np.array(out) if where in (None, targets.CPU) else out.copy()
-
-
-def _first(outs):
-    return outs[0]
-
-
-def _none(outs) -> None:
-    return None
 
 
 def _writing(runner: Runner, writes: tuple, graph: Graph, aliases: tuple = ()):

@@ -111,12 +111,22 @@ class PythonDispatcher:
         return self._call(args, kwargs, False)
 
 
+def first(outs: list) -> Any:
+    """The finisher of a function returning one array the runner made: ``outs[0]``."""
+    return outs[0]
+
+
+def none(outs: list) -> None:
+    """The finisher of a function returning nothing (it writes to its arguments)."""
+    return None
+
+
 try:
     from ._dispatch import Dispatcher, WriteBack, configure, fast_key
 except ImportError:  # (installed without a C compiler)
     Dispatcher, fast_key = PythonDispatcher, python_fast_key  # type: ignore[misc]
     WriteBack = None  # (api._Writes writes its steps out in Python)
 else:
-    configure(_PROFILES, vars(targets))
+    configure(_PROFILES, vars(targets), first, none)  # (finished in C: no Python frame)
 
 BUILT = Dispatcher is not PythonDispatcher  # whether the C module serves the calls
