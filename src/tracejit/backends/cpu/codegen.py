@@ -323,8 +323,7 @@ def _emit_vector_product(mod: Module, k: int, node: Node, product: tuple[Value, 
                          body: list[str], where: str, loop_inputs: set[Value]) -> None:
     a, b, out = product
     mod.namespace[f"lib{k}"] = np.matmul
-    call = _blas_product(a, b, out, mod.name(a), mod.name(b)) or \
-        f"lib{k}({mod.name(a)}, {mod.name(b)})"
+    call = _blas_product(mod, a, b, out) or f"lib{k}({mod.name(a)}, {mod.name(b)})"
     if out in loop_inputs and not a.type.dtype == b.type.dtype == out.type.dtype:
         # (NumPy's product of two arrays of one dtype is a new C-contiguous array of it)
         call = f"operand({call}, {NUMBA.dtype_name(out.type.dtype)}, {out.type.shape})"
@@ -493,11 +492,7 @@ def _inline_call(mod: Module, k: int, node: Node, in_place: bool, body: list[str
     if node.op == "slogdet" and x.type.ndim == 2:  # the registry packs with two reshapes
         return f"np.array(np.linalg.slogdet({name}))"  # (4 us): [sign, logabsdet] as one
     if node.op == "matmul":
-        product = _blas_product(*node.inputs, node.out, *(mod.name(v) for v in node.inputs))
-        into = mod.destinations.get(node.out)  # (the caller's array: matmul's out=)
-        if product is not None:
-            return product if into is None else \
-                f"({product}) if {into} is None else np.matmul({names}, out={into})"
+        return _blas_product(mod, *node.inputs, node.out, mod.destinations.get(node.out))
     if x.type.ndim == 0:
         if node.op == "reshape":  # a 0-d value may be a Python scalar: no method
             return f"np.asarray({name}).reshape({tuple(attrs['shape'])!r})"
@@ -507,14 +502,7 @@ def _inline_call(mod: Module, k: int, node: Node, in_place: bool, body: list[str
         if single is not None:
             return single.format(x=name)
     if node.op == "pad" and _pad_fill(node) is not None:
-        mod.namespace[f"fill{k}"] = _pad_fill(node)  # (np.pad's Python takes 10 us)
-        mod.namespace[f"key{k}"] = tuple(slice(a, a + d) for (a, _), d in
-                                         zip(attrs["widths"], x.type.shape, strict=True))
-        out = mod.name(node.out)
-        body.append(f"step = {k}; {out} = np.full({node.out.type.shape!r}, fill{k})"
-                    "  # pad: the fill, then the operand")
-        body.append(f"step = {k}; {out}[key{k}] = {name}")
-        return out
+        return _pad_call(mod, k, node, body)
     if node.op == "slice":
         mod.namespace[f"key{k}"] = slice_key(**attrs)
         return f"{name}[key{k}]"
@@ -551,25 +539,42 @@ def _inline_call(mod: Module, k: int, node: Node, in_place: bool, body: list[str
     return None
 
 
-def _blas_product(a: Value, b: Value, out: Value, x: str, y: str) -> str | None:
-    """The expression for ``a @ b`` (named ``x`` and ``y``) of float32 or float64 matrices
-    and vectors of one dtype, not two vectors: ``np.dot`` where both operands are
-    contiguous (C or Fortran order) and aligned, else ``np.matmul``. For such operands
-    both calls are the same BLAS call (gemm, gemv, or syrk for ``A @ A.T``), bit for bit,
-    and ``np.dot`` reaches it without the ufunc machinery: 0.25-0.3 us less on small
-    products (a 24x24 matrix and a vector: 0.49 us against 0.74 us). A strided operand is
-    matmul's own loop, where ``np.dot`` would copy and call BLAS: other bits, so matmul's.
-    None where it does not apply."""
+def _pad_call(mod: Module, k: int, node: Node, body: list[str]) -> str:
+    """Pad ``node`` as a fill and a store of the operand (np.pad's Python takes 10 us)."""
+    x, out = node.inputs[0], mod.name(node.out)
+    mod.namespace[f"fill{k}"] = _pad_fill(node)
+    mod.namespace[f"key{k}"] = tuple(slice(a, a + d) for (a, _), d in
+                                     zip(node.attrs["widths"], x.type.shape, strict=True))
+    body.append(f"step = {k}; {out} = np.full({node.out.type.shape!r}, fill{k})"
+                "  # pad: the fill, then the operand")
+    body.append(f"step = {k}; {out}[key{k}] = {mod.name(x)}")
+    return out
+
+
+def _blas_product(mod: Module, a: Value, b: Value, out: Value,
+                  into: str | None = None) -> str | None:
+    """The expression for ``a @ b`` of float32 or float64 matrices and vectors of one
+    dtype, not two vectors: ``np.dot`` where both operands are contiguous (C or Fortran
+    order) and aligned, else ``np.matmul``. For such operands both calls are the same BLAS
+    call (gemm, gemv, or syrk for ``A @ A.T``), bit for bit, and ``np.dot`` reaches it
+    without the ufunc machinery: 0.25-0.3 us less on small products (a 24x24 matrix and a
+    vector: 0.49 us against 0.74 us). A strided operand is matmul's own loop, where
+    ``np.dot`` would copy and call BLAS: other bits, so matmul's. ``into``: the caller's
+    array the result may be computed in (matmul's ``out=``). None where it does not
+    apply."""
     if (not {a.type.ndim, b.type.ndim} <= {1, 2} or a.type.ndim == b.type.ndim == 1
             or not a.type.dtype == b.type.dtype == out.type.dtype
             or out.type.dtype not in (np.float32, np.float64)):
         return None
+    x, y = mod.name(a), mod.name(b)
     # (``flags.carray``: C-contiguous, aligned and writeable; ``flags.farray`` is no
     # Fortran-order test: it holds for any such array that is not C-contiguous)
     blas = " and ".join(f"{n}.flags.carray" if v.type.ndim == 1 else
                         f"({n}.flags.carray or {n}.flags.f_contiguous and {n}.flags.aligned)"
                         for v, n in ((a, x), (b, y)))
-    return f"np.dot({x}, {y}) if {blas} else np.matmul({x}, {y})"
+    product = f"np.dot({x}, {y}) if {blas} else np.matmul({x}, {y})"
+    return product if into is None else \
+        f"({product}) if {into} is None else np.matmul({x}, {y}, out={into})"
 
 
 def _correlate_kernel(node: Node, later: bool) -> bool:
