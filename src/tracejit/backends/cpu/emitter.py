@@ -131,12 +131,13 @@ class LoopEmitter:
     # ------------------------------------------------------------------ arguments
 
     def param(self, local: str, runner: str, dtype: np.dtype,
-              shape: tuple[int, ...] | None, outer: bool = False) -> None:
-        """Append an argument: an array of ``shape``, or a scalar for ``shape=None``. An
-        ``outer`` array spans the loop's first dimension with its own first: that extent
-        is the run-time ``n0``, read from the first such argument."""
+              shape: tuple[int, ...] | None, outer: bool = False, boxed: bool = False) -> None:
+        """Append an argument: an array of ``shape``, or a scalar for ``shape=None`` (a
+        ``boxed`` one: a Python float, read in its object). An ``outer`` array spans the
+        loop's first dimension with its own first: that extent is the run-time ``n0``, read
+        from the first such argument."""
         n = len(self.params)
-        if runner.startswith("float("):  # a Python float, read in its object
+        if boxed:
             self.unpack.append(f"{local} = value(args, {n})")
         elif shape is None and dtype.kind == "b":  # a bool pointer loads a byte, not an i1
             self.unpack.append(f"{local} = arg(args, {n}, np.uint8)[0] != 0")
@@ -177,12 +178,15 @@ class LoopEmitter:
             elif v.type.ndim == 0:
                 T = NUMBA.dtype_name(v.type.dtype)
                 runner = f"np.asarray({mod.name(v)}, {T})"
-                if v.type.weak and v.type.dtype == np.float64:  # a Python float, a float64
-                    runner = f"float({mod.name(v)})"  # (scalar, or 0-d array: 10 ns, np.array 100)
+                # a weakly typed float (a Python float, a float64 or a 0-d array in the
+                # runner) passed as a Python float: 10 ns, a 0-d array 100 ns
+                boxed = v.type.weak and v.type.dtype == np.float64 and v not in mod.consts
+                if boxed:
+                    runner = f"float({mod.name(v)})"
                 if v in mod.consts:
                     runner = f"{mod.name(v)}_0d"
                     mod.namespace[runner] = np.asarray(mod.consts[v], v.type.dtype)
-                self.param(f"s{j}", runner, v.type.dtype, None)
+                self.param(f"s{j}", runner, v.type.dtype, None, boxed=boxed)
                 self.ref[v] = f"s{j}"
             elif v in mod.views:  # a slice, read in its base: no copy of the region
                 view = mod.views[v]
