@@ -208,7 +208,7 @@ PRODUCTS = {"A @ B": lambda A, B, x: A @ B, "A @ x": lambda A, B, x: A @ x,
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("n", [1, 3, 24])
+@pytest.mark.parametrize("n", [0, 1, 3, 24])
 @pytest.mark.parametrize("product", PRODUCTS)
 def test_small_products_are_dot_where_its_bits_are_matmuls(product, dtype, n):
     """Products of float matrices and vectors run as ``np.dot`` where both operands are
@@ -227,7 +227,7 @@ def test_small_products_are_dot_where_its_bits_are_matmuls(product, dtype, n):
     frozen = np.array(A)
     frozen.flags.writeable = False
     for a in (np.asfortranarray(A), wide[:, ::2], wide[:, :n], frozen, A.T):
-        for v in (x, wide[0, ::2]):
+        for v in (x, rng.standard_normal(2 * n).astype(dtype)[::2]):
             got, want = f(a, B, v), fn(a, B, v)
             assert got.dtype == want.dtype
             np.testing.assert_array_equal(got, want)
