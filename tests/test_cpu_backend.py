@@ -336,6 +336,43 @@ def test_kernels_never_call_numbas_runtime():
         compiler._objects([allocates])
 
 
+_KEPT: list = []  # method definitions made before a test cleared the cache: kept, as used
+
+
+def test_threads_making_the_first_kernel_share_one_method_definition(monkeypatch):
+    """A kernel's builtin points to the trampoline's method definition without holding it:
+    two threads binding their first kernels at once (the caller and a compile worker's
+    driver) must get the one kept for the process, not one freed under its builtin (a
+    segfault some calls later)."""
+    import threading
+    import time
+
+    from tracejit.backends.cpu import native
+
+    build = native.built_c
+
+    def slow_build(*args):  # the trampoline's build takes a while: both threads miss
+        time.sleep(0.05)
+        return build(*args)
+
+    monkeypatch.setattr(native, "built_c", slow_build)
+    _KEPT.append(native._launch_method())  # the earlier kernels' builtins point to it
+    native._made_launch_method.cache_clear()
+    start, made = threading.Barrier(4), []
+
+    def first_kernel():
+        start.wait()
+        made.append(native._launch_method())
+
+    threads = [threading.Thread(target=first_kernel) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(made) == 4 and all(m is made[0] for m in made)
+    assert made[0] is native._launch_method()
+
+
 @pytest.mark.parametrize("offset", ["ARRAY_DATA", "ARRAY_DIMENSIONS"])
 def test_unexpected_struct_layout_is_refused(monkeypatch, offset):
     from tracejit.backends.cpu import native

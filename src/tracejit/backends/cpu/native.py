@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from time import perf_counter
@@ -215,11 +216,21 @@ _by_launcher: dict = {}  # a kernel's trampoline-bound builtin -> its ctypes fun
 built_c: Callable[[str, str], Path] | None = None
 
 
-@functools.cache
+_launch_lock = threading.Lock()
+
+
 def _launch_method() -> _MethodDef | None:
     """The method definition every kernel's builtin shares (kept for the process's
     life), or None where the trampoline cannot be built or loaded (no C compiler): the
-    kernels are then called through ctypes."""
+    kernels are then called through ctypes. Made once under a lock: a builtin points to
+    its definition without holding it, so a second one, made by a thread racing the first
+    (a compile worker's driver loading its kernel), would be freed under its builtins."""
+    with _launch_lock:
+        return _made_launch_method()
+
+
+@functools.cache
+def _made_launch_method() -> _MethodDef | None:
     if built_c is None:
         return None
     try:
