@@ -322,18 +322,23 @@ def test_kernel_operands_of_any_layout_are_read_in_c_order():
 
 
 def test_kernels_never_call_numbas_runtime():
-    """A kernel that allocated through Numba's runtime could not run from the disk cache
-    without Numba: saving it must fail loudly, not produce a library that crashes later."""
-    import numba
+    """A kernel that allocated through Numba's runtime could not run from its shared
+    library without Numba: compiling its object code must fail loudly, not produce a
+    library that crashes later (Numba's JIT runs it instead, in its process only)."""
+    from tracejit.backends.cpu import compiler, diskcache
 
-    from tracejit.backends.cpu import compiler
+    source = """import numpy as np
+from numba import types
+from tracejit.backends.cpu.abi import cfunc
 
-    @numba.cfunc(numba.types.void(numba.types.int64))
-    def allocates(n):
-        np.empty(n).sum()
 
-    with pytest.raises(OSError, match="Numba runtime functions"):
-        compiler._objects([allocates])
+@cfunc(types.void(types.int64))
+def kernel(n):
+    np.empty(n).sum()
+"""
+    with pytest.raises(diskcache.NotCacheable, match="Numba runtime functions"):
+        compiler.compile_objects(source, "<kernel>", ["kernel"])
+    compiler.jit_kernel(source, "<kernel>")(3)
 
 
 _KEPT: list = []  # method definitions made before a test cleared the cache: kept, as used

@@ -493,7 +493,8 @@ def _evict_while_loading(monkeypatch):
 
     load = native.load
 
-    def evict_then_load(library, symbols):
+    def evict_then_load(library, symbols):  # once: the compile's own load then succeeds
+        monkeypatch.setattr(native, "load", load)
         diskcache._evict(library.parent)
         return load(library, symbols)
 
@@ -508,6 +509,23 @@ def test_an_entry_evicted_by_another_process_is_a_miss(entry, evict):
         assert run_fresh() == {"loaded": 0, "compiled": 1, "discarded": 0}
     assert (entry / "index.json").exists()  # saved again
     assert run_fresh()["loaded"] == 1
+
+
+def test_an_entry_evicted_right_after_saving_runs_from_a_private_library(cache, monkeypatch):
+    """The process loads the kernel it compiled from the library it saved; were the entry
+    evicted in between, it links one of its own instead."""
+    save = diskcache.Entry.save
+
+    def save_then_evict(self, symbols, objects):
+        library = save(self, symbols, objects)
+        diskcache._evict(self.directory)
+        return library
+
+    monkeypatch.setattr(diskcache.Entry, "save", save_then_evict)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert run_fresh() == {"loaded": 0, "compiled": 1, "discarded": 0}
+    assert not [p for p in cache.iterdir() if p.is_dir()]
 
 
 def test_nothing_is_deleted_where_the_cache_is_not_trusted(cache, monkeypatch):

@@ -19,7 +19,7 @@ from numba import from_dtype
 import tracejit as tj
 from tracejit.backends.cpu import emitter
 from tracejit.backends.cpu.codegen import generate
-from tracejit.backends.cpu.compiler import _llvm_opt_level, compile_kernels
+from tracejit.backends.cpu.compiler import compile_library
 from tracejit.backends.cpu.emitter import PARALLEL_BLOCKS, PARALLEL_MIN_SIZE
 from tracejit.backends.cpu.math import MATH
 
@@ -54,9 +54,8 @@ def emitted(fn, *args) -> list[tuple[str, dict[str, np.dtype]]]:
 def numba_types(source: str) -> dict[str, object]:
     """Numba's types of the kernel's variables (SSA versions ``v3.1`` under ``v3``)."""
     module = types.ModuleType("kernel_source_test")
-    with _llvm_opt_level(2):
-        exec(compile(source, "<kernel>", "exec"), module.__dict__)
-    result = module.kernel._compile_uncached()
+    exec(compile(source, "<kernel>", "exec"), module.__dict__)
+    result, _ = compile_library(module.kernel)
     typed: dict[str, set] = {}
     for var, ty in result.fndesc.typemap.items():
         typed.setdefault(var.split(".")[0], set()).add(ty)
@@ -133,8 +132,8 @@ def test_math_functions_are_inlined_by_llvm(name):
     fn = f"{'pow' if op == 'power' else op}_{'f32' if dt == 'float32' else 'f64'}"
     args = "x[i], x[i]" if op == "power" else "x[i]"
     source = f"""import numpy as np
-from numba import carray, cfunc, types
-from tracejit.backends.cpu.abi import arg
+from numba import carray, types
+from tracejit.backends.cpu.abi import arg, cfunc
 from tracejit.backends.cpu.math import {fn}
 
 
@@ -145,11 +144,10 @@ def kernel(args):
     for i in range(1024):
         o[i] = {fn}({args})
 """
-    compile_kernels(source, "<kernel>", ["kernel"])  # (loads libgomp, as kernels need)
     module = types.ModuleType("kernel_source_test")
-    with _llvm_opt_level(2):
-        exec(compile(source, "<kernel>", "exec"), module.__dict__)
-    llvm = str(module.kernel._library._final_module)
+    exec(compile(source, "<kernel>", "exec"), module.__dict__)
+    _, library = compile_library(module.kernel)
+    llvm = str(library._final_module)
     calls = {line.split("@")[1].split("(")[0] for line in llvm.splitlines()
              if " call " in line and "@" in line}
     assert not [c for c in calls if "math" in c], calls

@@ -1,5 +1,9 @@
 """What generated kernels use to read their arguments and share work (Numba intrinsics).
 
+A kernel module marks its kernel with ``@cfunc(signature)``, this module's: the record of
+a C function for :mod:`.compiler` to compile ahead of time into a shared library, where
+``numba.cfunc`` would compile it for Numba's JIT at once.
+
 A kernel is ``void kernel(int64 args)`` (see :mod:`.native`): ``arg(args, j, dtype)`` is a
 typed pointer to the data of array ``j`` of the argument tuple, which the kernel wraps in a
 ``view`` (Numba's ``carray``, lighter to compile) or dereferences (0-d).
@@ -15,6 +19,9 @@ values: loop indices derived from them stay unsigned, so Numba emits no negative
 wraparound and the loops still vectorise.
 """
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
@@ -25,6 +32,21 @@ from numba.np.arrayobj import make_array, populate_array
 from .native import ARRAY_DATA, ARRAY_DIMENSIONS, FLOAT_VALUE, TUPLE_ITEMS
 
 U = np.uint64
+
+@dataclass(frozen=True)
+class CFunction:
+    """A kernel as its module defines it: the Python function to compile as the C function
+    of ``signature`` (a Numba signature), with ``cfunc``'s ``options``."""
+
+    py_func: Callable
+    signature: object
+    options: dict
+
+
+def cfunc(signature, **options) -> Callable[[Callable], CFunction]:
+    """``numba.cfunc``'s decorator, deferred: the kernel is compiled by :mod:`.compiler`."""
+    return lambda py_func: CFunction(py_func, signature, options)
+
 
 _thread_num = types.ExternalFunction("omp_get_thread_num", types.int32())
 _num_threads = types.ExternalFunction("omp_get_num_threads", types.int32())

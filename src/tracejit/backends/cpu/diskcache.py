@@ -36,9 +36,9 @@ The libraries are machine code this process runs, so the cache is trusted only w
 the user's own, as ssh treats its keys: the cache directory, an entry's directory,
 ``index.json`` or the library owned by another user, or writable by group or others, is not
 used (one warning per path says why) and the kernels compile instead. Directories are made
-``0o700`` and files ``0o600`` whatever the umask. A kernel that cannot be saved because it
-calls Numba's runtime (:class:`NotCacheable`) simply stays out of the cache: nothing for the
-user to do, so no warning.
+``0o700`` and files ``0o600`` whatever the umask. A kernel this process compiled runs from
+the library it saved here, loaded as a later process loads it; with the cache off, or when
+saving failed, from a library of the process's own (:func:`private_library`).
 """
 
 from __future__ import annotations
@@ -69,7 +69,8 @@ _FORMAT = "tracejit-diskcache-3"  # bump when the layout of an entry changes
 
 
 class NotCacheable(OSError):
-    """A kernel calls functions a library loaded without Numba could not resolve."""
+    """A compile worker's kernel could not go into the disk cache (the caller compiles it
+    in its own process instead)."""
 
 
 @dataclass(frozen=True)
@@ -200,34 +201,41 @@ class Entry:
         _touch(self.directory)
         return kernels
 
-    def save(self, symbols: list[str], objects) -> None:
-        """Link the kernels (``objects()`` gives their object code) into a library named by
-        its hash (a process never reloads a stale library of the same name). Failing only
-        costs later processes a compile, so it warns rather than raises."""
-        _count(compiled=len(symbols))
+    def save(self, symbols: list[str], objects: list[bytes]) -> Path | None:
+        """Link the kernels' object code into a library named by its hash (a process never
+        reloads a stale library of the same name); its path, or None if it could not be
+        saved. Failing only costs later processes a compile, so it warns rather than
+        raises."""
         tmp = self.directory / f".kernels.{uuid.uuid4().hex[:12]}.so"
         try:
             _materialise(self.directory, self.source)  # evicted while Numba compiled?
             runtime = built_c(native.RUNTIME_C, "runtime", self.directory.parent)
-            native.link(objects(), tmp, runtime)
+            native.link(objects, tmp, runtime)
             os.chmod(tmp, 0o600)  # dlopen needs no more; the linker made it 0o755 - umask
             digest = native.digest(tmp)
-            library = f"kernels-{digest[:16]}.so"
-            os.replace(tmp, self.directory / library)
+            library = self.directory / f"kernels-{digest[:16]}.so"
+            os.replace(tmp, library)
             _write_atomic(self.index, json.dumps(
-                {"library": library, "symbols": symbols, "sha256": digest}).encode())
-        except NotCacheable as e:  # ours, not the user's: compiled each process, silently
-            _log().debug("tracejit: not saving kernels to the disk cache: %s", e)
+                {"library": library.name, "symbols": symbols, "sha256": digest}).encode())
         except OSError as e:
-            warnings.warn(f"tracejit: could not save compiled kernels to {self.directory} "
-                          f"({e})", DiskCacheWarning, stacklevel=2)
-        else:  # the cache grew: back under its cap (never this entry, which is in use)
-            try:
-                _after_save(self.directory)
-            except OSError as e:
-                _log().debug("tracejit: could not prune the disk cache: %s", e)
+            self.unsaved(len(symbols), e)
+            return None
         finally:
             tmp.unlink(missing_ok=True)
+        _count(compiled=len(symbols))
+        try:  # the cache grew: back under its cap (never this entry, which is in use)
+            _after_save(self.directory)
+        except OSError as e:
+            _log().debug("tracejit: could not prune the disk cache: %s", e)
+        return library
+
+    def unsaved(self, count: int, error: Exception | None) -> None:
+        """Count ``count`` kernels compiled but not saved, and warn why (no ``error``: they
+        call Numba's runtime and run from its JIT, nothing for the user to do)."""
+        _count(compiled=count)
+        if error is not None:
+            warnings.warn(f"tracejit: could not save compiled kernels to {self.directory} "
+                          f"({error})", DiskCacheWarning, stacklevel=3)
 
     def _discard_library(self, error: Exception) -> None:
         for path in (self.index, *self.directory.glob("kernels-*.so")):
@@ -666,6 +674,15 @@ def built_c(source: str, kind: str, root: Path | None = None) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     native.build_c(source, path, kind)
     return path
+
+
+def private_library(objects: list[bytes]) -> Path:
+    """The kernels' object code linked into a shared library of this process's own (the
+    disk cache is off, or could not take it), removed when the process exits."""
+    runtime = built_c(native.RUNTIME_C, "runtime", _process_folder())
+    library = _process_folder() / f"kernels-{uuid.uuid4().hex[:12]}.so"
+    native.link(objects, library, runtime)
+    return library
 
 
 @functools.cache

@@ -51,9 +51,9 @@ _FLOAT_CLOSED = {"add", "subtract", "multiply", "true_divide", "negative", "posi
                  *(op for op in MATH if op not in ("power", "float_power"))}
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
-_IMPORTS = ["import numpy as np", "from numba import carray, cfunc, types",  # carray: fused.py
-            "from tracejit.backends.cpu.abi import U, arg, barrier, dim, num_threads, stack, "
-            "thread_id, value, view"]
+_IMPORTS = ["import numpy as np", "from numba import carray, types",  # carray: fused.py
+            "from tracejit.backends.cpu.abi import U, arg, barrier, cfunc, dim, num_threads, "
+            "stack, thread_id, value, view"]
 
 
 class Module:

@@ -172,11 +172,26 @@ def _collect(source: str, entry: diskcache.Entry, compiled: Future, info: Kernel
 
 
 def _compile_here(source: str, entry: diskcache.Entry | None) -> object:
-    """``source``'s kernel compiled by Numba in this process, saved to ``entry``."""
-    from .compiler import compile_kernels
+    """``source``'s kernel compiled by Numba in this process and loaded from the shared
+    library it is linked into: ``entry``'s, or one of this process's own when the disk
+    cache is off or could not take it (or run by Numba's JIT if it calls Numba's runtime)."""
+    from .compiler import compile_objects, jit_kernel
 
     filename = str(entry.path) if entry is not None else "<tracejit cpu kernel>"
-    (kernel,), symbols, objects = compile_kernels(source, filename, ["kernel"])
-    if entry is not None:
-        entry.save(symbols, objects)
-    return kernel
+    if native.linker() is None:  # no C compiler to link a library with: Numba's JIT runs it
+        if entry is not None:
+            entry.unsaved(1, OSError("no C compiler driver (cc, gcc or clang) to link with"))
+        return jit_kernel(source, filename)
+    try:
+        symbols, objects = compile_objects(source, filename, ["kernel"])
+    except diskcache.NotCacheable:  # it calls Numba's runtime: Numba's JIT runs it
+        if entry is not None:
+            entry.unsaved(1, None)
+        return jit_kernel(source, filename)
+    library = entry.save(symbols, objects) if entry is not None else None
+    if library is not None:
+        try:
+            return native.load(library, symbols)[0]
+        except OSError:  # another process evicted the entry meanwhile
+            pass
+    return native.load(diskcache.private_library(objects), symbols)[0]
