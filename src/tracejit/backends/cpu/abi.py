@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 from numba.np.arrayobj import make_array, populate_array
@@ -48,8 +48,6 @@ def cfunc(signature, **options) -> Callable[[Callable], CFunction]:
     return lambda py_func: CFunction(py_func, signature, options)
 
 
-_thread_num = types.ExternalFunction("omp_get_thread_num", types.int32())
-_num_threads = types.ExternalFunction("omp_get_num_threads", types.int32())
 barrier = types.ExternalFunction("GOMP_barrier", types.void())
 
 
@@ -152,11 +150,22 @@ def stack(typingctx, n, dtype):
     return types.CPointer(ty)(n, dtype), codegen
 
 
-@njit(inline="always")
-def thread_id():
-    return np.uint64(_thread_num())
+def _omp(name: str):
+    """An intrinsic for libgomp's ``int name(void)``, widened to an unsigned 64-bit value
+    (typed and lowered as one call: an ``inline`` Numba function costs a kernel's compile
+    an inlining pass over its IR)."""
+
+    @intrinsic
+    def call(typingctx):
+        def codegen(context, builder, signature, args):
+            fn = cgutils.get_or_insert_function(builder.module,
+                                                ir.FunctionType(ir.IntType(32), []), name)
+            return builder.zext(builder.call(fn, []), _WORD)
+
+        return types.uint64(), codegen
+
+    return call
 
 
-@njit(inline="always")
-def num_threads():
-    return np.uint64(_num_threads())
+thread_id = _omp("omp_get_thread_num")
+num_threads = _omp("omp_get_num_threads")

@@ -110,6 +110,29 @@ def compile_library(kernel):
     return result, library
 
 
+_subroutines: dict = {}  # (Python function, argument types) -> (fndesc, library)
+
+
+def subroutine(py_func, args: tuple) -> tuple:
+    """``py_func`` compiled for the Numba types ``args`` with the kernels' error model into
+    a library of the kernels' code generator, once per process (``math._compiled_once``):
+    its function descriptor (what a call needs) and the library (what a caller links). It
+    is compiled while a kernel is typed, under Numba's compiler lock."""
+    from numba.core import compiler, registry
+
+    key = (py_func, args)
+    if key not in _subroutines:
+        target = registry.cpu_target
+        flags = compiler.Flags()
+        target.options.parse_as_flags(flags, {"error_model": "numpy"})
+        flags.no_compile = flags.no_cpython_wrapper = flags.no_cfunc_wrapper = True
+        library = _codegen().create_library(py_func.__name__)
+        result = compiler.compile_internal(target.typing_context, target.target_context,
+                                           library, py_func, args, None, flags, {})
+        _subroutines[key] = result.fndesc, library
+    return _subroutines[key]
+
+
 def _resolvable(symbol: str) -> bool:
     if symbol.startswith("llvm.") or symbol in _RUNTIME:
         return True

@@ -731,17 +731,43 @@ def pow_f32(x, y):
     return np.float32(_pow_f64(np.float64(x), np.float64(y)))
 
 
-# What kernels call: each function compiled once per process, as a Numba function of its
-# own (with the kernels' error model), rather than inlined by Numba at every call (its IR
-# typed and lowered again in every kernel, each time it is called: most of a tanh
-# kernel's compile time). LLVM inlines it into the kernel's loop all the same (the kernel
-# is optimised with the functions it calls linked in), which still vectorises; except the
-# largest, beyond LLVM's inlining threshold, which Numba keeps inlining.
-# tests/test_kernel_source.py checks that no call is left in a kernel.
+# What kernels call: each function compiled once per process and float type, as a Numba
+# function of its own (with the kernels' error model), rather than inlined by Numba at
+# every call (its IR typed and lowered again in every kernel, each time it is called:
+# most of a tanh kernel's compile time). LLVM inlines it into the kernel's loop all the
+# same (the kernel is optimised with the functions it calls linked in), which still
+# vectorises; except the largest, beyond LLVM's inlining threshold, which Numba keeps
+# inlining. tests/test_kernel_source.py checks that no call is left in a kernel.
 _TOO_LARGE_FOR_LLVM = {"sin_f64", "cos_f64", "tan_f64", "pow_f32", "pow_f64"}
+
+
+def _compiled_once(py_func):
+    """``py_func`` as a function kernels call: an intrinsic whose call is to ``py_func``
+    compiled for its argument's type, once per process, into a library of the kernels'
+    code generator that each calling kernel links (``compiler.subroutine``). A ``njit``
+    function would do the same, but with a Python wrapper and the JIT's machine code that
+    no kernel uses (a third of its compile time)."""
+    from .compiler import subroutine
+
+    @intrinsic
+    def call(typingctx, x):
+        if not isinstance(x, types.Float):
+            return None
+        fndesc, library = subroutine(py_func, (x,))
+
+        def codegen(context, builder, signature, args):
+            context.active_code_library.add_linking_library(library)
+            return context.call_internal(builder, fndesc, signature, args)
+
+        return fndesc.restype(x), codegen
+
+    call.__name__ = call.__qualname__ = py_func.__name__
+    return call
+
+
 for _name in [n for n in globals() if n.endswith(("_f32", "_f64")) and not n.startswith("_")
               and n not in _TOO_LARGE_FOR_LLVM]:
-    globals()[_name] = njit(error_model="numpy")(globals()[_name].py_func)
+    globals()[_name] = _compiled_once(globals()[_name].py_func)
 
 MATH = {
     name: {"float32": globals()[name + "_f32"], "float64": globals()[name + "_f64"]}
