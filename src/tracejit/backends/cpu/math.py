@@ -10,9 +10,9 @@ Use: ``MATH[op][dtype_name]`` is the function for that op and dtype, e.g.
 ``MATH["exp"]["float32"] is exp_f32``; each is also a module attribute named
 ``<op>_f32`` / ``<op>_f64`` (``pow_*`` for ``power``, which takes two arguments) for
 generated source to import. Ops: exp exp2 expm1 log log2 log10 log1p tanh sigmoid
-sin cos tan erf sinh cosh arctan power. They are Numba functions inlined into the
-caller (``inline="always"``: LLVM must see the whole loop body to vectorise it). The
-generated code calls them on values already cast to the op's result dtype (float32 or
+sin cos tan erf sinh cosh arctan power. A kernel calls each as an intrinsic, compiled
+once per process and inlined by LLVM into the kernel's loop (LLVM must see the whole
+loop body to vectorise it; see the end of this module). The generated code calls them on values already cast to the op's result dtype (float32 or
 float64), and must be compiled without ``fastmath`` (inlined code takes the caller's
 flags): the algorithms rely on IEEE semantics (NaN propagation, exact
 Cody-Waite products, error-free transformations), and with ``fastmath=True`` exp
