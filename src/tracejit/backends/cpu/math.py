@@ -12,12 +12,12 @@ Use: ``MATH[op][dtype_name]`` is the function for that op and dtype, e.g.
 generated source to import. Ops: exp exp2 expm1 log log2 log10 log1p tanh sigmoid
 sin cos tan erf sinh cosh arctan power. A kernel calls each as an intrinsic, compiled
 once per process and inlined by LLVM into the kernel's loop (LLVM must see the whole
-loop body to vectorise it; see the end of this module). The generated code calls them on values already cast to the op's result dtype (float32 or
-float64), and must be compiled without ``fastmath`` (inlined code takes the caller's
-flags): the algorithms rely on IEEE semantics (NaN propagation, exact
-Cody-Waite products, error-free transformations), and with ``fastmath=True`` exp
-returns garbage for NaN and infinities. Division goes through an intrinsic, so the
-caller's ``error_model`` does not matter.
+loop body to vectorise it; see the end of this module). The generated code calls them
+on values already cast to the op's result dtype (float32 or float64), and must be
+compiled without ``fastmath`` (inlined code takes the caller's flags): the algorithms
+rely on IEEE semantics (NaN propagation, exact Cody-Waite products, error-free
+transformations), and with ``fastmath=True`` exp returns garbage for NaN and infinities.
+Division goes through an intrinsic, so the caller's ``error_model`` does not matter.
 
 Accuracy against NumPy / SciPy (``bench/ulp_report.py`` measures it): within 4 ULP,
 with the same special values (NaN, +-inf, signed zeros; subnormal results where NumPy
