@@ -39,9 +39,7 @@ def compile_objects(text: str, filename: str, names: list[str]) -> tuple[list[st
     without Numba could not resolve: :func:`jit_kernel` compiles those."""
     from numba.core.compiler_lock import global_compiler_lock
 
-    module = types.ModuleType(f"_tracejit_kernels_{abs(hash(text)):x}")
-    module.__file__ = filename
-    exec(compile(text, filename, "exec"), module.__dict__)
+    module = _module(text, filename)
     symbols, objects = [], []
     with global_compiler_lock:  # (the code generator is shared)
         for name in names:
@@ -54,6 +52,14 @@ def compile_objects(text: str, filename: str, names: list[str]) -> tuple[list[st
             symbols.append(result.fndesc.llvm_cfunc_wrapper_name)
             objects.append(library.emit_native_object())
     return symbols, objects
+
+
+def _module(text: str, filename: str) -> types.ModuleType:
+    """The kernel module ``text``, executed (its kernels are ``abi.CFunction`` records)."""
+    module = types.ModuleType(f"_tracejit_kernels_{abs(hash(text)):x}")
+    module.__file__ = filename
+    exec(compile(text, filename, "exec"), module.__dict__)
+    return module
 
 
 def build_into_cache(source: str) -> Path:
@@ -76,10 +82,7 @@ def jit_kernel(text: str, filename: str) -> object:
     import numba
 
     ll.load_library_permanently(native.configure()._name)  # omp_*, GOMP_* for the JIT
-    module = types.ModuleType(f"_tracejit_kernels_{abs(hash(text)):x}")
-    module.__file__ = filename
-    exec(compile(text, filename, "exec"), module.__dict__)
-    kernel = module.kernel
+    kernel = _module(text, filename).kernel
     with _llvm_opt_level(OPT_LEVEL):
         compiled = numba.cfunc(kernel.signature, **kernel.options)(kernel.py_func)
     return native.function(compiled.address, compiled)
