@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
+from tracejit import api
 from tracejit.config import config
 from tracejit.passes.contract import SMALL_K
 
@@ -244,6 +245,29 @@ def test_a_returned_result_is_not_the_argument_it_was_written_to(policy):
         assert got is not args[0] and not np.shares_memory(got, args[0])
         np.testing.assert_array_equal(got, x0 * 2 + 1)
         np.testing.assert_array_equal(args[0], x0 * 2 + 1)
+
+
+def returns_a_view_then_overwrites(x):
+    y = (x * 1)[1:]  # a new array in NumPy; the runner's view of ``x`` once x * 1 folds
+    x[...] = 7
+    return y
+
+
+@pytest.mark.parametrize("in_c", [True, False], ids=["c", "python"])
+def test_a_returned_view_of_a_written_argument_keeps_its_old_values(policy, in_c, monkeypatch):
+    """The runner returns ``x[1:]`` (a view, with a base) and then stores 7s into ``x``:
+    the cached call (its write-back in C, or in Python without the C module) must copy the
+    view first (an output with a base goes through ``store``), or the caller sees the 7s
+    where NumPy returns the old values."""
+    if not in_c:
+        monkeypatch.setattr(api, "_WriteBack", None)
+    x0 = np.arange(5.0)
+    f = tj.jit(returns_a_view_then_overwrites)
+    for _ in range(3):  # the first call, then cached calls (the C or Python write-back)
+        for got, args in _both_tiers(f, lambda: (x0.copy(),)):
+            np.testing.assert_array_equal(got, x0[1:])
+            assert not np.shares_memory(got, args[0])
+            np.testing.assert_array_equal(args[0], np.full(5, 7.0))
 
 
 def test_two_arguments_written_and_one_also_read_after(policy):
