@@ -186,6 +186,19 @@ def test_without_a_linker_it_warns_and_still_computes(cache, monkeypatch):
     assert sorted(p.name for p in entry.iterdir()) == ["kernels.py"]
 
 
+def test_a_kernel_compiled_here_runs_from_the_library_it_saved(cache):
+    """Numba compiles ahead of time: the compiling process runs the very machine code a
+    later process loads, from the shared library in the entry (no JIT copy of it)."""
+    from tracejit.backends.cpu import native
+
+    assert run_fresh() == {"loaded": 0, "compiled": 1, "discarded": 0}
+    (kernel,) = [k for k in cpu.kernels._compiled.values()]
+    owner = native._by_launcher.get(kernel, kernel)._owner
+    (entry,) = (p for p in cache.iterdir() if p.is_dir())
+    (library,) = entry.glob("kernels-*.so")
+    assert owner._name == str(library)
+
+
 def test_disabled_cache_writes_nothing(cache, monkeypatch):
     monkeypatch.setenv("TRACEJIT_DISK_CACHE", "0")
     f = tj.jit(chain, backend="cpu")
