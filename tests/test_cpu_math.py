@@ -97,3 +97,15 @@ def test_table_covers_both_dtypes_and_names_registry_ops():
     for name, variants in MATH.items():
         assert set(variants) == {"float32", "float64"}
         assert name in REGISTRY or name in ("sigmoid", "erf"), name
+
+
+def test_no_ldexp_intrinsic_before_llvm_17(monkeypatch):
+    """``llvm.ldexp`` exists from LLVM 17: with an older one (Numba 0.60's llvmlite has
+    LLVM 14) the kernels must scale by powers of two instead, or they call a function
+    nothing defines (the process aborted with "Symbol not found: llvm.ldexp.f32.i32")."""
+    from llvmlite import binding
+
+    from tracejit.backends.cpu import math
+
+    monkeypatch.setattr(binding, "llvm_version_info", (14, 0, 6))
+    assert not math._hardware_ldexp()

@@ -131,15 +131,18 @@ def _ldexp(typingctx, x, n):
     return x(x, n), codegen
 
 
-def _has_avx512() -> bool:
-    """Whether LLVM lowers a vector ldexp to one instruction here (elsewhere: a libm call
-    per element, which would stop the loop from vectorising)."""
+def _hardware_ldexp() -> bool:
+    """Whether LLVM lowers a vector ldexp to one instruction here: AVX-512 (elsewhere: a
+    libm call per element, which would stop the loop from vectorising), and an LLVM that
+    has the ``llvm.ldexp`` intrinsic (17 and later; Numba 0.60's llvmlite has LLVM 14,
+    where the intrinsic would be an unresolved function)."""
     from llvmlite import binding
 
-    return "+avx512f" in binding.get_host_cpu_features().flatten().split(",")
+    return (binding.llvm_version_info >= (17,)
+            and "+avx512f" in binding.get_host_cpu_features().flatten().split(","))
 
 
-_HW_LDEXP = _has_avx512()
+_HW_LDEXP = _hardware_ldexp()
 _inline = njit(inline="always")
 
 
