@@ -69,8 +69,8 @@ _FORMAT = "tracejit-diskcache-3"  # bump when the layout of an entry changes
 
 
 class NotCacheable(OSError):
-    """A compile worker's kernel could not go into the disk cache (the caller compiles it
-    in its own process instead)."""
+    """A kernel that cannot run from a shared library: it calls Numba's runtime (Numba's
+    JIT runs it instead), or a compile worker could not save it (the caller compiles it)."""
 
 
 @dataclass(frozen=True)
