@@ -341,6 +341,53 @@ def kernel(n):
     compiler.jit_kernel(source, "<kernel>")(3)
 
 
+def test_the_collector_is_off_while_kernels_compile_and_restored_after(monkeypatch):
+    """A compile pauses Python's cyclic collector (its full collections walk Numba's large
+    heap); the collector comes back as it was: on if it was on, off if the user had it
+    off, and on only once the last of two overlapping compiles ends."""
+    import gc
+    import threading
+
+    from tracejit.backends.cpu import compiler
+
+    seen = []
+
+    def library(kernel):
+        seen.append(gc.isenabled())
+        raise RuntimeError("stop before Numba")
+
+    monkeypatch.setattr(compiler, "compile_library", library)
+    source = "from numba import types\nfrom tracejit.backends.cpu.abi import cfunc\n" \
+             "kernel = cfunc(types.void(types.int64))(lambda n: None)\n"
+    enabled = gc.isenabled()
+    try:
+        for user_setting in (gc.enable, gc.disable):
+            user_setting()
+            with pytest.raises(RuntimeError, match="stop before Numba"):
+                compiler.compile_objects(source, "<kernel>", ["kernel"])
+            assert gc.isenabled() == (user_setting is gc.enable)
+        assert seen == [False, False]
+        gc.enable()
+        first_in, second_done = threading.Event(), threading.Event()
+
+        def first():
+            with compiler.collector_paused():
+                first_in.set()
+                second_done.wait()
+                seen.append(gc.isenabled())  # the second compile ended: still off
+
+        thread = threading.Thread(target=first)
+        thread.start()
+        first_in.wait()
+        with compiler.collector_paused():
+            assert not gc.isenabled()
+        second_done.set()
+        thread.join()
+        assert seen[-1] is False and gc.isenabled()
+    finally:
+        (gc.enable if enabled else gc.disable)()
+
+
 _KEPT: list = []  # method definitions made before a test cleared the cache: kept, as used
 
 
