@@ -198,6 +198,24 @@ def test_a_worker_error_and_a_killed_worker_fail_only_their_task():
         p.close()
 
 
+def test_a_worker_imports_the_compile_modules_only():
+    """A worker's start is on the background compile's critical path: it runs the compile
+    modules of the CPU package, not the backend and the IR that its package modules would
+    import. (A task's module runs in the worker before Numba compiles it.)"""
+    p = workers.Pool(1)
+    try:
+        report = p.submit("import sys\nraise RuntimeError(' '.join(sorted(sys.modules)))",
+                          diskcache.cache_dir())
+        with pytest.raises(workers.WorkerFailed) as failed:
+            report.result(WAIT)
+    finally:
+        p.close()
+    loaded = set(str(failed.value).split("RuntimeError: ")[-1].split())
+    assert {"tracejit.backends.cpu.compiler", "tracejit.backends.cpu.diskcache"} <= loaded
+    assert not loaded & {"tracejit.ir", "tracejit.backends.base", "tracejit.profiler",
+                         "tracejit.backends.cpu.kernels", "scipy.linalg"}
+
+
 _EXITS_WHILE_COMPILING = textwrap.dedent("""
     import numpy as np, tracejit as tj
     {step}

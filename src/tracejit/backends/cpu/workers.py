@@ -33,6 +33,21 @@ from ...config import cores
 NICE = 10  # workers' priority below the caller's: a background compile must not starve it
 
 
+# A worker's program. It needs this package's compile modules (compiler, diskcache, native,
+# abi, math), not the backend its __init__ defines nor the IR that imports (~50 ms of a
+# worker's start, a third of it): the two package modules are made without running them.
+_BOOT = """
+import importlib.machinery, importlib.util, sys
+import tracejit
+parent = tracejit
+for name in ("tracejit.backends", "tracejit.backends.cpu"):
+    spec = importlib.machinery.PathFinder.find_spec(name, parent.__path__)
+    parent = sys.modules[name] = importlib.util.module_from_spec(spec)
+from tracejit.backends.cpu.workers import serve
+serve()
+"""
+
+
 class WorkerFailed(RuntimeError):
     """A worker could not compile a kernel (its traceback is the message), or died."""
 
@@ -115,7 +130,7 @@ class Pool:
         path = os.environ.get("PYTHONPATH")
         env = {**os.environ, "PYTHONPATH": src if not path else src + os.pathsep + path}
         process = subprocess.Popen(
-            [sys.executable, "-c", "from tracejit.backends.cpu.workers import serve; serve()"],
+            [sys.executable, "-c", _BOOT],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, env=env, text=True, bufsize=1)
         with self.lock:
