@@ -43,6 +43,26 @@ def test_one_exactly_rounded_op_is_not_worth_a_kernel(default_policy):
     assert [k for k, _ in steps(lambda x: x * 2 + 1, x)] == ["loop"]
 
 
+def later_steps(fn, *args) -> list[tuple[str, str]]:
+    graph = tj.jit(fn).lower(*args).optimized_graph
+    return [(k.kind, ",".join(n.op for n in k.nodes)) for k in partition(graph, True)[1]]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_a_lone_exact_reduction_is_compiled_for_the_later_runner(default_policy, dtype):
+    """One NumPy call either way on one thread: the first calls do not wait for its
+    compile, and its kernel (the same bits) replaces the call later. Large enough for the
+    thread team, it is compiled at once; a float sum too (another order: other bits)."""
+    narrow = np.ones((5000, 2), dtype)  # NumPy's slowest case: a strided 2-wide loop
+    assert steps(lambda x: x.max(axis=0), narrow) == [("library", "max")]
+    assert steps(lambda x: np.min(x), narrow) == [("library", "min")]
+    assert later_steps(lambda x: x.max(axis=0), narrow) == [("loop", "max")]
+    big = np.ones((1 << 16, 2), dtype)  # 2^17 elements: the team's
+    assert steps(lambda x: x.max(axis=0), big) == [("loop", "max")]
+    sums = steps(lambda x: x.sum(axis=0), narrow)
+    assert sums == [("library" if dtype == np.int64 else "loop", "sum")]
+
+
 def test_a_kernel_inside_a_big_one_stays_fused(default_policy):
     """Row-level values (a row's max) have few elements but live in the row kernel."""
     def softmax(x):

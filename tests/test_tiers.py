@@ -79,6 +79,40 @@ def test_first_calls_run_the_interpreter_then_the_kernels(compile_log):
     assert by_workers() > workers_made  # not compiled in this process
 
 
+def test_the_switch_comes_before_the_search_for_a_faster_runner(compile_log, monkeypatch):
+    """The caller switches to the kernels as soon as they are bound; only then is a
+    faster runner (its small exact kernels compiled) looked for, which the signature
+    switches to in turn, or, where there is none, the search ends with nothing to wait for."""
+    from tracejit.backends import cpu
+
+    monkeypatch.setattr(tj.config, "min_kernel_size", 4096)
+    order = []
+    looked_for = cpu._later
+
+    def later(graph, faster):
+        order.append(("faster" if faster else "first", kinds(f)))
+        return looked_for(graph, faster)
+
+    monkeypatch.setattr(cpu, "_later", later)
+    x = np.linspace(-1, 1, 5000).reshape(50, 100)
+    # a kernel worth compiling at once (exp), and a small exact one (x * 2 + 1 on 50 values)
+    f = tj.jit(lambda x: (np.exp(x * x - 0.5) + 1, x[0] * 2 + 1), compile="background")
+    f(x)
+    assert f.wait_compiled(WAIT)
+    assert order == [("first", set()), ("faster", {"kernels"})]
+    (entry,) = f._cache.values()
+    switches = [r for r in compile_log.records if "runs compiled kernels now" in r.getMessage()]
+    assert len(switches) == 2  # the first kernels, then the small one compiled
+    assert [s.ops for s in entry.runner.steps if s.name.startswith("kernel")] \
+        == ["multiply, subtract, exp, add", "multiply, add"]
+    g = tj.jit(lambda x: np.exp(x * x + 0.5) - 1, compile="background")  # a new kernel
+    g(x)
+    assert kinds(g) == {"interpreter"}
+    assert g.wait_compiled(WAIT) and kinds(g) == {"kernels"}
+    (entry,) = g._cache.values()
+    assert entry.runner.faster.result() is None  # looked for after the switch: none
+
+
 def test_sync_mode_and_check_never_run_the_interpreter(monkeypatch):
     monkeypatch.setattr(tj.config, "compile", "background")
     x, w = args()
@@ -194,6 +228,39 @@ def test_a_worker_error_and_a_killed_worker_fail_only_their_task():
         with pytest.raises(workers.WorkerFailed, match="SyntaxError"):
             again.result(WAIT)
         assert len(p.processes) == 2
+    finally:
+        p.close()
+
+
+def test_a_worker_has_its_next_task_before_the_caller_handles_the_last(tmp_path):
+    """The caller's handling of a finished kernel (loading it, waiting for the GIL) must
+    not leave the worker idle: the next task is sent first. A task sent ahead and then
+    cancelled still has its reply read, so that each later task gets its own."""
+    p = workers.Pool(1)
+    started = tmp_path / "b-started"
+    task = "import pathlib, time\n{}raise RuntimeError('task {}')"
+    try:
+        a = p.submit(task.format("time.sleep(0.5)\n", "a"), diskcache.cache_dir())
+        b = p.submit(task.format(f"pathlib.Path({str(started)!r}).touch()\n", "b"),
+                     diskcache.cache_dir())
+        c = p.submit(task.format("", "c"), diskcache.cache_dir())
+        seen = []
+
+        def on_a(_):  # runs in the driver thread, as the kernels' callbacks do
+            for _ in range(6000):  # (60 s at most)
+                if started.exists():
+                    break
+                threading.Event().wait(0.01)
+            seen.append(started.exists())
+            b.cancel()  # b is on the worker, but not yet running as far as its future knows
+
+        a.add_done_callback(on_a)
+        with pytest.raises(workers.WorkerFailed, match="task a"):
+            a.result(WAIT)
+        with pytest.raises(workers.WorkerFailed, match="task c"):
+            c.result(WAIT)
+        assert seen == [True] and b.cancelled()
+        assert len(p.processes) == 1  # b's reply was read: no worker was replaced
     finally:
         p.close()
 

@@ -326,6 +326,9 @@ class _Entry:
                     profiler.background_compile(self, start, not interpreting, str(e))
                 self.pending.set_exception(e)
                 return
+            if runner is None:  # a faster runner was looked for and there is none
+                self.pending.set_result(None)
+                return
             self.runner, self.profiled = runner, None
             self.run = _writing(runner, self.writes, self.lowered.optimized_graph,
                                 self.aliases)  # the switch

@@ -68,14 +68,16 @@ class Runner:
     ``make_profiled`` builds the profiling variant sharing this runner's compiled code;
     None when this runner already is one, or times as a whole (``check=True``'s).
     ``faster``: a runner giving the same bits faster, still compiling (kernels not worth
-    waiting for), which ``jit`` switches to when it is ready; None if there is none."""
+    waiting for), which ``jit`` switches to when it is ready; None if there is none (or
+    the future's result is None: it looked for one after the switch to this runner, and
+    there was none)."""
 
     fn: Callable[..., list]
     steps: list[StepInfo]
     disk_cache: DiskCacheInfo | None = None
     namespace: dict = field(default_factory=dict)
     make_profiled: Callable[[], Runner] | None = None
-    faster: Future[Runner] | None = None
+    faster: Future[Runner | None] | None = None
 
     def __call__(self, *leaves) -> list:
         return self.fn(*leaves)

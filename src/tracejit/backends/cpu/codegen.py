@@ -132,13 +132,21 @@ def worth_compiling(kern: Kernel, later: bool = False) -> bool:
     one exact reduction over axes that are not one run: a ``max`` over axes (1, 3), a
     2x2 pooling, is NumPy's iterator over pairs, ten times the loop's time; no float
     sum), saving a microsecond per op on
-    every later call without making anyone wait. ``min_kernel_size = 0`` compiles every
-    kernel."""
+    every later call without making anyone wait. Nor, for the first runner, a lone exact
+    reduction (a ``max``, an integer ``sum``) too small to run on threads: one NumPy call
+    either way (at most ~0.5 ms here, NumPy's strided loop over a narrow first axis), it
+    is not worth delaying the first compiled calls by its compile (50-80 ms), and the later
+    runner's kernel gives the same bits. (A lone float ``sum`` is compiled at once: a
+    later kernel adding in another order would change the answers between calls.)
+    ``min_kernel_size = 0`` compiles every kernel."""
     if config.min_kernel_size == 0:
         return True
     (first, *rest) = kern.nodes
     if not rest and _exact(first) and REGISTRY[first.op].monoid is None:
         return False
+    if (not (rest or later) and REGISTRY[first.op].monoid is not None and _exact(first)
+            and math.prod(kern.shape) < PARALLEL_MIN_SIZE):
+        return False  # a lone exact reduction run by one thread
     if math.prod(kern.shape) >= config.min_kernel_size:
         return True
     return later and (bool(rest) or _pooling(first)) and all(_exact(n) for n in kern.nodes)

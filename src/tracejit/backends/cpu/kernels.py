@@ -10,6 +10,7 @@ cores for them, or when the caller must not wait (``compile="background"``).
 
 from __future__ import annotations
 
+import functools
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
@@ -93,20 +94,31 @@ def get_later(sources: list[str]) -> Future[tuple[list, Kernels]] | None:
     pending = _submit(list(misses), True)
     remaining = [len(pending)]
     count = threading.Lock()
+    arrived: dict[str, object] = {}  # kernels loaded as their workers finished them
 
-    def one_done(_: Future) -> None:  # in a worker's driver thread
+    def one_done(source: str, done: Future) -> None:  # in a worker's driver thread
+        # Loaded now, while the workers compile the rest: a process's first load also
+        # builds the kernels' trampoline where the cache has none (a C compile, ~30 ms),
+        # which would otherwise delay the switch after the last kernel.
+        try:
+            kernel = _loaded(misses[source], done)
+        except Exception:  # (compiled here below, where its error surfaces)
+            kernel = None
         with count:
+            if kernel is not None:
+                arrived[source] = kernel
+                info.in_workers += 1
             remaining[0] -= 1
             if remaining[0]:
                 return
-        try:
-            made = [_collect(s, misses[s], pending[s], info) for s in misses]
+        try:  # (a kernel a worker failed on is compiled here now)
+            made = [arrived[s] if s in arrived else _compile_here(s, misses[s]) for s in misses]
             result.set_result(_store(sources, misses, made, info))
         except Exception as e:  # ours: the signature stays on the interpreter, logged
             result.set_exception(e)
 
-    for future in pending.values():
-        future.add_done_callback(one_done)
+    for source, future in pending.items():
+        future.add_done_callback(functools.partial(one_done, source))
     return result
 
 
@@ -163,12 +175,20 @@ def _collect(source: str, entry: diskcache.Entry, compiled: Future, info: Kernel
     """A worker's kernel, loaded from the entry it saved (counted in ``info``); compiled
     here instead when the worker failed or could not save it (Numba's own errors then
     surface here)."""
-    if compiled.exception() is None:
-        loaded = entry.load(1)
-        if loaded is not None:
-            info.in_workers += 1
-            return loaded[0]
-    return _compile_here(source, entry)
+    kernel = _loaded(entry, compiled)
+    if kernel is None:
+        return _compile_here(source, entry)
+    info.in_workers += 1
+    return kernel
+
+
+def _loaded(entry: diskcache.Entry, compiled: Future) -> object | None:
+    """The kernel a worker saved in ``entry`` (``compiled`` settled), loaded; None when
+    the worker failed, or its entry is gone (evicted meanwhile)."""
+    if compiled.exception() is not None:
+        return None
+    loaded = entry.load(1)
+    return None if loaded is None else loaded[0]
 
 
 def _compile_here(source: str, entry: diskcache.Entry | None) -> object:

@@ -83,12 +83,16 @@ class Pool:
         return future
 
     def _drive(self) -> None:
-        """Feed one worker process tasks, one at a time, starting it (again) as needed."""
-        process = None
+        """Feed one worker process tasks, one at a time, starting it (again) as needed.
+        A finished task's future is settled after the worker has its next task, if one is
+        waiting: what the caller does with a kernel (loading it, building the trampoline
+        its first load needs, waiting for the GIL) does not keep the worker idle."""
+        process, item = None, self.tasks.get()
         while True:
-            task, future, background = self.tasks.get()
+            task, future, background = item
+            reply = None
             try:
-                process = self._run(process, task, future)
+                process, reply = self._run(process, task, future)
             finally:
                 if background:  # its slot passes to the next background task, if any
                     with self.lock:
@@ -96,33 +100,66 @@ class Pool:
                             self.tasks.put(self.waiting.popleft())
                         else:
                             self.slots += 1
+            try:
+                item = self.tasks.get_nowait()
+            except queue.Empty:
+                item = None
+            if item is not None and process is not None:
+                process = self._send(process, item)
+            self._settle(future, reply)
+            if item is None:
+                item = self.tasks.get()
 
     def _run(self, process: subprocess.Popen | None, task: dict,
-             future: Future) -> subprocess.Popen | None:
-        """Run ``task`` on ``process`` (started if needed), settling ``future``; the
-        process to use next (None: start another)."""
-        if not future.set_running_or_notify_cancel():
-            return process
+             future: Future) -> tuple[subprocess.Popen | None, dict | Exception | None]:
+        """Run ``task`` on ``process`` (started if needed; or sent to it already, ``task``
+        marked so by ``_send``): the process to use next (None: start another) and the
+        reply to settle ``future`` with (None: the future was cancelled; a task sent ahead
+        still has its reply read, so that the next one reads its own)."""
+        sent = task.pop("sent", False)
+        running = future.set_running_or_notify_cancel()
+        if not (running or sent):
+            return process, None
         if self.closed:  # the process is exiting (or a test closed the pool)
-            future.set_exception(WorkerFailed("the compile workers are closed"))
-            return None
+            return None, WorkerFailed("the compile workers are closed")
         try:
-            if process is None or process.poll() is not None:
-                process = self._start()
-            process.stdin.write(json.dumps(task) + "\n")
-            process.stdin.flush()
+            if not sent:
+                if process is None or process.poll() is not None:
+                    process = self._start()
+                process.stdin.write(json.dumps(task) + "\n")
+                process.stdin.flush()
             line = process.stdout.readline()
             if not line:
                 raise WorkerFailed(f"the compile worker exited ({process.wait()})")
-            reply = json.loads(line)
+            return process, json.loads(line) if running else None  # (cancelled: dropped)
         except (OSError, ValueError, WorkerFailed) as e:
-            future.set_exception(e if isinstance(e, WorkerFailed) else WorkerFailed(str(e)))
+            return None, e if isinstance(e, WorkerFailed) else WorkerFailed(str(e))
+
+    def _send(self, process: subprocess.Popen, item: tuple) -> subprocess.Popen | None:
+        """Hand ``item``'s task to ``process`` ahead of its turn (``_run`` then only reads
+        the reply); the process, or None where it could not take it (``_run`` then starts
+        another and sends the task again)."""
+        task = item[0]
+        if self.closed or process.poll() is not None:
             return None
-        if "error" in reply:
+        try:
+            process.stdin.write(json.dumps(task) + "\n")
+            process.stdin.flush()
+        except OSError:
+            return None
+        task["sent"] = True
+        return process
+
+    @staticmethod
+    def _settle(future: Future, reply: dict | Exception | None) -> None:
+        if reply is None:
+            return
+        if isinstance(reply, Exception):
+            future.set_exception(reply)
+        elif "error" in reply:
             future.set_exception(WorkerFailed(reply["error"]))
         else:
             future.set_result(Path(reply["directory"]))
-        return process
 
     def _start(self) -> subprocess.Popen:
         """A new worker process (WorkerFailed once the pool is closed)."""
