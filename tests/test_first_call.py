@@ -136,3 +136,29 @@ def test_small_inexact_kernels_stay_numpy_calls(default_policy):
         assert [s.ops for s in entry.runner.steps if s.name.startswith("lib")] == [inexact]
         np.testing.assert_array_equal(f(x), first)
         np.testing.assert_array_equal(first, fn(x))
+
+
+@pytest.mark.parametrize("fn", [lambda x: x.max(axis=0), lambda x: x.min(axis=1),
+                                lambda x: np.max(x)])
+def test_a_lone_exact_reduction_gives_the_same_bits_before_and_after(default_policy, fn,
+                                                                     tmp_path, monkeypatch):
+    """NumPy's call on the first calls, the later runner's kernel afterwards: the same
+    bits, NaNs and signed zeros included."""
+    from tracejit.backends.cpu import kernels
+
+    monkeypatch.setattr(kernels, "_compiled", {})
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((3000, 3)).astype(np.float32)
+    x[5, 1] = x[2000, 2] = np.nan
+    f = tj.jit(fn)
+    first = f(x)
+    np.testing.assert_array_equal(first, fn(x))
+    assert step_names(f)[0].startswith("lib")
+    assert f.wait_compiled(120)
+    assert [n[:-1] for n in step_names(f)] == ["kernel"]
+    again = f(x)
+    assert again.tobytes() == first.tobytes()
+    zeros = np.zeros_like(x)
+    zeros[1::2, 1] = zeros[::3, 0] = -0.0  # rows and columns mixing 0.0 and -0.0
+    np.testing.assert_array_equal(np.signbit(f(zeros)), np.signbit(fn(zeros)))
