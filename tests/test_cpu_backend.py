@@ -4,6 +4,8 @@ Semantics are covered by running the registry and surface tests on this backend;
 the point is what gets fused and that every kind of generated kernel computes right.
 """
 
+import os
+
 import numpy as np
 import pytest
 
@@ -471,3 +473,39 @@ def test_spacing_of_infinities_and_nans_keeps_numpys_nan_signs(dtype):
     want = np.spacing(x)
     np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
     np.testing.assert_array_equal(got, want)
+
+
+_FIRST_COMPILE = """
+import sys
+import os
+
+import numpy as np
+import tracejit as tj
+{before}
+x = np.linspace(0, 1, 5000)
+np.testing.assert_allclose(tj.jit(lambda x: np.exp(-x) * x)(x), np.exp(-x) * x, rtol=1e-15)
+import numba
+from numba.np import arraymath
+print("linalg imported:", "scipy.linalg" in sys.modules)
+a, b = np.random.default_rng(0).standard_normal((2, 50))
+np.testing.assert_allclose(numba.njit(lambda a, b: np.correlate(a, b))(a, b[:7]),
+                           np.correlate(a, b[:7]), rtol=1e-12)
+np.testing.assert_allclose(numba.njit(lambda a, b: np.dot(a, b))(a, b), a @ b, rtol=1e-12)
+print("blas:", bool(arraymath._HAVE_BLAS), "scipy.linalg" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("before", ["", "import numba.np.arraymath"])
+def test_a_first_compile_leaves_numbas_blas_check_until_it_is_asked(before, tmp_path):
+    """A process's first compile does not import SciPy's LAPACK bindings for Numba's
+    import-time BLAS check (~0.1 s); the check runs when the user's own Numba code first
+    needs it, with Numba's answer. Where Numba's module was imported first, it stands."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRACEJIT_CACHE_DIR": str(tmp_path), "TRACEJIT_MIN_KERNEL_SIZE": "0"}
+    done = subprocess.run([sys.executable, "-c", _FIRST_COMPILE.format(before=before)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"linalg imported: {bool(before)}" in done.stdout
+    assert "blas: True True" in done.stdout

@@ -17,6 +17,7 @@ import contextlib
 import ctypes
 import functools
 import gc
+import sys
 import threading
 import types
 from pathlib import Path
@@ -43,6 +44,7 @@ def compile_objects(text: str, filename: str, names: list[str]) -> tuple[list[st
     with collector_paused():
         from numba.core.compiler_lock import global_compiler_lock
 
+        _defer_blas_check()
         module = _module(text, filename)
         with global_compiler_lock:  # (the code generator is shared)
             return _objects(module, names)
@@ -90,6 +92,7 @@ def warm_up() -> None:
     with collector_paused():
         from numba.core import registry
 
+        _defer_blas_check()
         registry.cpu_target.typing_context.refresh()
         registry.cpu_target.target_context.refresh()
         _codegen()
@@ -102,10 +105,53 @@ def jit_kernel(text: str, filename: str) -> object:
     import numba
 
     ll.load_library_permanently(native.configure()._name)  # omp_*, GOMP_* for the JIT
+    _defer_blas_check()
     kernel = _module(text, filename).kernel
     with collector_paused(), _llvm_opt_level(OPT_LEVEL):
         compiled = numba.cfunc(kernel.signature, **kernel.options)(kernel.py_func)
     return native.function(compiled.address, compiled)
+
+
+class _BlasCheck:
+    """Numba's "is there a BLAS?" (``numba.np.arraymath._HAVE_BLAS``), answered by Numba's
+    own check when first asked rather than when the module is imported."""
+
+    def __init__(self, check):
+        self.check, self.answer = check, None
+
+    def __bool__(self) -> bool:
+        if self.answer is None:
+            self.answer = bool(self.check())
+        return self.answer
+
+
+def _defer_blas_check() -> None:
+    """Import Numba's array-math module without its import-time BLAS check, once. The
+    check imports SciPy's LAPACK bindings (0.08-0.16 s of a process's first compile here),
+    and no kernel calls BLAS; it runs instead when Numba's typing first asks (``np.dot`` or
+    ``np.correlate`` in the user's own ``njit`` code), with the same answer. Where Numba
+    imported the module already, or lays it out otherwise, nothing changes."""
+    if "numba.np.arraymath" in sys.modules:
+        return
+    from numba.core.compiler_lock import global_compiler_lock
+    from numba.np import linalg
+
+    def deferred():
+        raise ImportError("the BLAS check is deferred (tracejit.backends.cpu.compiler)")
+
+    with global_compiler_lock:
+        if "numba.np.arraymath" in sys.modules:
+            return
+        ensure_blas, linalg.ensure_blas = linalg.ensure_blas, deferred
+        try:
+            from numba.np import arraymath
+        finally:
+            linalg.ensure_blas = ensure_blas
+        if getattr(arraymath, "ensure_blas", None) is deferred:
+            arraymath.ensure_blas = ensure_blas
+        if getattr(arraymath, "_HAVE_BLAS", None) is False and callable(
+                getattr(arraymath, "_check_blas", None)):
+            arraymath._HAVE_BLAS = _BlasCheck(arraymath._check_blas)
 
 
 def compile_library(kernel):
