@@ -587,3 +587,51 @@ def test_cli_prune_applies_the_cap(tmp_path):
     newer = _fake_entry(tmp_path, 2, 1 << 20, now)
     assert _cli(tmp_path, "prune").startswith("prune: removed 1 entry (1.5 MiB)")
     assert _names(tmp_path) == {newer.name}
+
+
+_SUBROUTINE_USER = """
+import sys
+import numpy as np
+import tracejit as tj
+from tracejit.backends.cpu import compiler, diskcache
+compiled = []
+compile_subroutine = compiler._compiled_subroutine
+compiler._compiled_subroutine = lambda *a: compiled.append(a[0].__name__) or compile_subroutine(*a)
+if sys.argv[1] == "spoil":  # an image that does not load
+    from numba.core import types
+    source = compiler._subroutine_source("tanh_f32", (types.float32,))
+    header = b'{"mangled_name": "f", "restype": "float32", "argtypes": ["float32"], '
+    header += b'"args": ["x"], "noalias": false, "inline": false}'
+    diskcache.save_image(source, compiler._subroutine_tag(), header + b"\\nnot bitcode", ["f"])
+x = np.linspace(-3, 3, 1001, dtype=np.float32)
+f = (lambda x: np.tanh(x) * 3) if sys.argv[1] == "first" else (lambda x: np.tanh(x) - x)
+np.save(sys.argv[2], tj.jit(f)(x))
+print("compiled:", compiled)
+"""
+
+
+def test_math_subroutines_are_kept_on_disk_for_later_processes(tmp_path):
+    """``tanh_f32`` and the like compile once per process (30-80 ms each); their bitcode
+    is kept in the disk cache, so a later process compiling a new kernel that calls them
+    loads them instead, and the kernel comes out bit for bit as with a fresh compile. An
+    image that does not load is compiled again."""
+
+    def process(cache: str, what: str) -> np.ndarray:
+        env = {**os.environ, "TRACEJIT_CACHE_DIR": str(tmp_path / cache),
+               "TRACEJIT_MIN_KERNEL_SIZE": "0"}
+        out = tmp_path / f"{cache}-{what}.npy"
+        done = subprocess.run([sys.executable, "-c", _SUBROUTINE_USER, what, str(out)],
+                              env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip().splitlines()[-1], np.load(out)
+
+    assert process("a", "first")[0] == "compiled: ['tanh']"
+    assert "tanh_f32(float32)" in [e.function for e in diskcache.entries(tmp_path / "a")]
+    said, loaded = process("a", "second")  # a new kernel, the same subroutine
+    assert said == "compiled: []"
+    said, fresh = process("b", "second")  # nothing saved: compiled afresh
+    assert said == "compiled: ['tanh']" and loaded.tobytes() == fresh.tobytes()
+    x = np.linspace(-3, 3, 1001, dtype=np.float32)
+    np.testing.assert_allclose(fresh, np.tanh(x) - x, rtol=1e-6, atol=1e-6)
+    said, again = process("c", "spoil")
+    assert said == "compiled: ['tanh']" and again.tobytes() == fresh.tobytes()

@@ -744,7 +744,7 @@ def pow_f32(x, y):
 _TOO_LARGE_FOR_LLVM = {"sin_f64", "cos_f64", "tan_f64", "pow_f32", "pow_f64"}
 
 
-def _compiled_once(py_func):
+def _compiled_once(py_func, name: str):
     """``py_func`` as a function kernels call: an intrinsic whose call is to ``py_func``
     compiled for its argument's type, once per process, into a library of the kernels'
     code generator that each calling kernel links (``compiler.subroutine``). A ``njit``
@@ -756,7 +756,7 @@ def _compiled_once(py_func):
     def call(typingctx, x):
         if not isinstance(x, types.Float):
             return None
-        fndesc, library = subroutine(py_func, (x,))
+        fndesc, library = subroutine(py_func, (x,), name)
 
         def codegen(context, builder, signature, args):
             context.active_code_library.add_linking_library(library)
@@ -770,7 +770,7 @@ def _compiled_once(py_func):
 
 for _name in [n for n in globals() if n.endswith(("_f32", "_f64")) and not n.startswith("_")
               and n not in _TOO_LARGE_FOR_LLVM]:
-    globals()[_name] = _compiled_once(globals()[_name].py_func)
+    globals()[_name] = _compiled_once(globals()[_name].py_func, _name)
 
 MATH = {
     name: {"float32": globals()[name + "_f32"], "float64": globals()[name + "_f64"]}
