@@ -763,11 +763,14 @@ def test_python_scalar_argument_can_change_type_between_calls(backend):
     )
 
 
-def test_small_kernels_compiled_later_give_the_same_bits(monkeypatch):
+@pytest.mark.parametrize("min_size", [4096, 4])
+def test_small_kernels_compiled_later_give_the_same_bits(monkeypatch, min_size):
     """With the default policy a first call runs kernels over a few elements as NumPy calls
     and compiles those of exactly rounded ops afterwards (``Runner.faster``): the calls
-    after the switch must return the first call's bits, NaNs and signed zeros included."""
-    monkeypatch.setattr(tj.config, "min_kernel_size", 4096)
+    after the switch must return the first call's bits, NaNs and signed zeros included.
+    With a threshold of 4 elements the programs' lone exact reductions (a ``max``, an
+    integer ``sum``) are above it: NumPy calls first, kernels of the later runner after."""
+    monkeypatch.setattr(tj.config, "min_kernel_size", min_size)
     swapped = []
 
     def test(prog):
