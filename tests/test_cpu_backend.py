@@ -475,6 +475,58 @@ def test_spacing_of_infinities_and_nans_keeps_numpys_nan_signs(dtype):
     np.testing.assert_array_equal(got, want)
 
 
+_NAN = np.float64(np.nan)
+_X = np.array([[-_NAN, _NAN, 1.5, -3.0], [5.0, -_NAN, 0.0, -0.0], [_NAN, 2.0, -_NAN, 9.0]])
+_CLIP_CASES = {  # name: (function of x, or of x, lo, hi; the bounds' values and shapes)
+    "python-nan-lo": (lambda x: np.clip(x, np.nan, 2.0), ()),
+    "python-nan-hi": (lambda x: np.clip(x, -1.0, np.nan), ()),
+    "numpy-negative-nan-lo": (lambda x: np.clip(x, -np.float32(np.nan), 2.0), ()),
+    "both-nan": (lambda x: np.clip(x, -np.float64(np.nan), np.float64(np.nan)), ()),
+    "0-d-arrays": (np.clip, ((), ())),
+    "1x1-arrays": (np.clip, ((1, 1), (1,))),
+    "1x1-and-0-d": (np.clip, ((1, 1), ())),
+    "full-arrays": (np.clip, ((3, 4), (3, 4))),
+    "column-arrays": (np.clip, ((3, 1), (3, 1))),
+    "row-and-0-d": (np.clip, ((4,), ())),
+}
+
+
+@pytest.mark.parametrize("dtype,bound_dtype", [
+    (np.float32, np.float32), (np.float64, np.float64), (np.float32, np.float64)])
+@pytest.mark.parametrize("case", _CLIP_CASES)
+def test_clip_returns_numpys_nans_bit_for_bit(case, dtype, bound_dtype, backend):
+    """NumPy's clip loop returns a NaN bound itself when both bounds have one value (its
+    stride-0 path), and the first NaN of x, lo, hi otherwise: kernels once always returned
+    x's, a NaN of the other sign (found by an explore run of the later runner's same-bits
+    test: ``np.clip(v, np.float32(nan), 2.0)`` on a NaN)."""
+    fn, shapes = _CLIP_CASES[case]
+    x = _X.astype(dtype)
+    args = [x]
+    for shape, values in zip(shapes, ([_NAN, -_NAN, 1.0], [-_NAN, 2.0, _NAN]), strict=False):
+        args.append(np.resize(np.array(values, bound_dtype), shape))
+    want = fn(*args)
+    got = tj.jit(fn, backend=backend)(*args)
+    assert got.dtype == want.dtype
+    uint = f"u{want.dtype.itemsize}"
+    np.testing.assert_array_equal(got.view(uint), want.view(uint))
+
+
+@pytest.mark.parametrize("x_shape,lo_shape,hi_shape", [
+    ((), (), ()), ((), (1,), (1, 1)), ((1,), (), ()), ((1,), (1,), (1,)),
+    ((1,), (1, 1), ()), ((1, 1), (1, 1), ()), ((1, 1), (1,), (1,)), ((2,), (1,), (1, 1))])
+@pytest.mark.parametrize("bound_dtype", [np.float32, np.float64])
+def test_clip_of_one_element_takes_numpys_nan(x_shape, lo_shape, hi_shape, bound_dtype,
+                                               backend):
+    """With a one-element result NumPy's choice of NaN follows its iterator's strides for
+    these shapes and casts (``ir.ops.clip_nan_from_bounds`` asks NumPy); kernels follow."""
+    x = np.full(x_shape, -_NAN, np.float32)
+    lo, hi = np.full(lo_shape, _NAN, bound_dtype), np.full(hi_shape, 2.0, bound_dtype)
+    want = np.clip(x, lo, hi)
+    got = np.asarray(tj.jit(np.clip, backend=backend)(x, lo, hi))
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    np.testing.assert_array_equal(got, want)
+
+
 _FIRST_COMPILE = """
 import sys
 import os

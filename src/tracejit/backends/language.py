@@ -31,6 +31,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..ir import Node
+from ..ir.ops import clip_nan_from_bounds
 from ..ir.registry import loop_dtypes, monoid_of
 
 BOOL_DTYPE = np.dtype(np.bool_)
@@ -163,4 +164,10 @@ class Language:
             sqrt = self.template("sqrt", dts[:1]).format(args[0])
             test = f"{args[1]} == {self.literal(0.5, dts[0])}"
             text = self.template("where", (BOOL_DTYPE, dts[0], dts[0])).format(test, sqrt, text)
+        if node.op == "clip" and dts[0].kind == "f" and clip_nan_from_bounds(
+                node.out.type, *(v.type for v in node.inputs)):
+            # NumPy's loop for one-value bounds returns a NaN bound itself (lo's first)
+            where = self.template("where", (BOOL_DTYPE, dts[0], dts[0]))
+            for bound in reversed(args[1:]):
+                text = where.format(self.template("isnan", dts[:1]).format(bound), bound, text)
         return text

@@ -143,6 +143,37 @@ _CLIP = np._core.umath.clip
 register("clip", Kind.ELEMENTWISE, ufunc_rule(_CLIP), _CLIP, "numpy.clip(a, lo, hi)", ufunc=_CLIP)
 
 
+def clip_nan_from_bounds(out: TensorType, a: TensorType, lo: TensorType,
+                         hi: TensorType) -> bool:
+    """Whether NumPy's clip takes a NaN bound's NaN over a NaN ``a``'s (``lo``'s first).
+
+    NumPy's loop has two paths that differ only there, in a NaN's sign and payload: bounds
+    read with stride 0 (one value for the whole inner loop) return a NaN bound itself;
+    others propagate the first NaN of ``a``, ``lo``, ``hi``. Bounds of one element against
+    a larger result always take the first path (measured: every shape, order, dtype and
+    cast). A one-element result takes whichever its iterator's strides give, so it is
+    asked of NumPy on one-element arrays of these shapes. Bounds broadcast along only some
+    axes take the first path only in large loops (NumPy's buffering decides), which a
+    kernel compiled for every batch size cannot know: those follow ``a``'s NaN."""
+    if lo.size != 1 or hi.size != 1 or a.dtype.kind != "f" or \
+            "f" not in lo.dtype.kind + hi.dtype.kind:
+        return False  # (without a float ``a`` and a float bound, the paths agree)
+    if out.size != 1:
+        return True
+    nan_lo = lo.dtype.kind == "f"
+    probe = _CLIP(_probe(a, -np.nan), _probe(lo, np.nan if nan_lo else 0),
+                  _probe(hi, 0 if nan_lo else np.nan))
+    return not bool(np.signbit(probe).any())
+
+
+def _probe(t: TensorType, value: float) -> object:
+    """A value of type ``t`` holding ``value`` as the interpreter passes it: a weak scalar as
+    a Python scalar, anything else as an array (NumPy's path depends on both)."""
+    if t.weak and t.ndim == 0:
+        return float(value) if t.dtype.kind == "f" else int(value)
+    return np.full(t.shape, value, t.dtype)
+
+
 def _where_rule(cond: TensorType, a: TensorType, b: TensorType) -> TensorType:
     if cond.dtype != np.bool_:
         raise DTypeError(f"where: condition must be bool, got {cond.dtype}")

@@ -290,8 +290,9 @@ class CudaLanguage(Language):
             text = f"{x}{'LL' if dtype.itemsize == 8 else ''}"
         else:
             f32 = dtype == np.float32
-            if math.isnan(x):
-                return "TJ_NAN_F" if f32 else "TJ_NAN"
+            if math.isnan(x):  # NumPy keeps a NaN's sign through clip, where, maximum...
+                nan = "TJ_NAN_F" if f32 else "TJ_NAN"
+                return f"(-{nan})" if math.copysign(1.0, x) < 0 else nan
             if math.isinf(x):
                 return ("" if x > 0 else "-") + ("TJ_INFINITY_F" if f32 else "TJ_INFINITY")
             text = repr(float(np.float32(x))) + "f" if f32 else repr(x)
