@@ -477,11 +477,14 @@ def test_spacing_of_infinities_and_nans_keeps_numpys_nan_signs(dtype):
 
 _NAN = np.float64(np.nan)
 _X = np.array([[-_NAN, _NAN, 1.5, -3.0], [5.0, -_NAN, 0.0, -0.0], [_NAN, 2.0, -_NAN, 9.0]])
-_CLIP_CASES = {  # name: (function of x, or of x, lo, hi; the bounds' values and shapes)
+_CLIP_CASES = {  # name: (function of x, or of x, lo, hi; the bounds' shapes)
     "python-nan-lo": (lambda x: np.clip(x, np.nan, 2.0), ()),
     "python-nan-hi": (lambda x: np.clip(x, -1.0, np.nan), ()),
     "numpy-negative-nan-lo": (lambda x: np.clip(x, -np.float32(np.nan), 2.0), ()),
     "both-nan": (lambda x: np.clip(x, -np.float64(np.nan), np.float64(np.nan)), ()),
+    "zero-lo": (lambda x: np.clip(x, 0.0, 1.0), ()),
+    "negative-zero-hi": (lambda x: np.clip(x, -1.0, -0.0), ()),
+    "crossed-zeros": (lambda x: np.clip(x, 0.0, -0.0), ()),
     "0-d-arrays": (np.clip, ((), ())),
     "1x1-arrays": (np.clip, ((1, 1), (1,))),
     "1x1-and-0-d": (np.clip, ((1, 1), ())),
@@ -491,18 +494,22 @@ _CLIP_CASES = {  # name: (function of x, or of x, lo, hi; the bounds' values and
 }
 
 
+@pytest.mark.parametrize("bounds", [(_NAN, 2.0), (-_NAN, _NAN), (0.0, 1.0), (-1.0, -0.0)],
+                         ids=["nan-lo", "nans", "zero-lo", "zero-hi"])
 @pytest.mark.parametrize("dtype,bound_dtype", [
     (np.float32, np.float32), (np.float64, np.float64), (np.float32, np.float64)])
 @pytest.mark.parametrize("case", _CLIP_CASES)
-def test_clip_returns_numpys_nans_bit_for_bit(case, dtype, bound_dtype, backend):
-    """NumPy's clip loop returns a NaN bound itself when both bounds have one value (its
-    stride-0 path), and the first NaN of x, lo, hi otherwise: kernels once always returned
-    x's, a NaN of the other sign (found by an explore run of the later runner's same-bits
-    test: ``np.clip(v, np.float32(nan), 2.0)`` on a NaN)."""
+def test_clip_is_numpys_bit_for_bit(case, dtype, bound_dtype, bounds, backend):
+    """NumPy's clip loop for constant bounds (both of one element) returns a NaN bound
+    itself and keeps x on a tie with a bound (-0.0 against 0.0); for other bounds it is
+    ``minimum(maximum(x, lo), hi)``: the first NaN of x, lo, hi, and the bound on a tie.
+    Kernels once always computed the second (found by an explore run of the later runner's
+    same-bits test: ``np.clip(v, np.float32(nan), 2.0)`` of a NaN, -nan against +nan)."""
     fn, shapes = _CLIP_CASES[case]
     x = _X.astype(dtype)
     args = [x]
-    for shape, values in zip(shapes, ([_NAN, -_NAN, 1.0], [-_NAN, 2.0, _NAN]), strict=False):
+    for shape, value in zip(shapes, bounds, strict=False):
+        values = [value, -value, 1.0] if value == value else [value, -value, 0.0]
         args.append(np.resize(np.array(values, bound_dtype), shape))
     want = fn(*args)
     got = tj.jit(fn, backend=backend)(*args)
@@ -514,13 +521,18 @@ def test_clip_returns_numpys_nans_bit_for_bit(case, dtype, bound_dtype, backend)
 @pytest.mark.parametrize("x_shape,lo_shape,hi_shape", [
     ((), (), ()), ((), (1,), (1, 1)), ((1,), (), ()), ((1,), (1,), (1,)),
     ((1,), (1, 1), ()), ((1, 1), (1, 1), ()), ((1, 1), (1,), (1,)), ((2,), (1,), (1, 1))])
+@pytest.mark.parametrize("values", [
+    (-_NAN, _NAN, 2.0, np.float32), (-0.0, 0.0, 1.0, np.float32),
+    (0, -0.0, 1.0, np.int32), (-0.0, 0.0, 1.0, np.float64)],
+    ids=["nan", "zero", "int-zero", "zero-f64"])
 @pytest.mark.parametrize("bound_dtype", [np.float32, np.float64])
-def test_clip_of_one_element_takes_numpys_nan(x_shape, lo_shape, hi_shape, bound_dtype,
-                                               backend):
-    """With a one-element result NumPy's choice of NaN follows its iterator's strides for
-    these shapes and casts (``ir.ops.clip_nan_from_bounds`` asks NumPy); kernels follow."""
-    x = np.full(x_shape, -_NAN, np.float32)
-    lo, hi = np.full(lo_shape, _NAN, bound_dtype), np.full(hi_shape, 2.0, bound_dtype)
+def test_clip_of_one_element_is_numpys(x_shape, lo_shape, hi_shape, values, bound_dtype,
+                                       backend):
+    """With a one-element result NumPy's choice of loop follows its iterator's strides for
+    these shapes and casts (``ir.ops.clip_bounds_constant`` asks NumPy); kernels follow."""
+    x0, lo0, hi0, x_dtype = values
+    x = np.full(x_shape, x0, x_dtype)
+    lo, hi = np.full(lo_shape, lo0, bound_dtype), np.full(hi_shape, hi0, bound_dtype)
     want = np.clip(x, lo, hi)
     got = np.asarray(tj.jit(np.clip, backend=backend)(x, lo, hi))
     np.testing.assert_array_equal(np.signbit(got), np.signbit(want))

@@ -31,7 +31,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..ir import Node
-from ..ir.ops import clip_nan_from_bounds
+from ..ir.ops import clip_bounds_constant
 from ..ir.registry import loop_dtypes, monoid_of
 
 BOOL_DTYPE = np.dtype(np.bool_)
@@ -164,10 +164,18 @@ class Language:
             sqrt = self.template("sqrt", dts[:1]).format(args[0])
             test = f"{args[1]} == {self.literal(0.5, dts[0])}"
             text = self.template("where", (BOOL_DTYPE, dts[0], dts[0])).format(test, sqrt, text)
-        if node.op == "clip" and dts[0].kind == "f" and clip_nan_from_bounds(
+        if node.op == "clip" and dts[0].kind == "f" and clip_bounds_constant(
                 node.out.type, *(v.type for v in node.inputs)):
-            # NumPy's loop for one-value bounds returns a NaN bound itself (lo's first)
-            where = self.template("where", (BOOL_DTYPE, dts[0], dts[0]))
-            for bound in reversed(args[1:]):
-                text = where.format(self.template("isnan", dts[:1]).format(bound), bound, text)
+            text = self.clip_constant(*args, dts[0])
+        return text
+
+    def clip_constant(self, x: str, lo: str, hi: str, dtype: np.dtype) -> str:
+        """NumPy's clip loop for constant bounds (``ir.ops.clip_bounds_constant``): a NaN
+        bound itself, ``lo``'s first, else ``x`` kept on a tie with a bound."""
+        where = self.template("where", (BOOL_DTYPE, dtype, dtype))
+        less = self.template("less", (dtype, dtype))
+        m = where.format(less.format(x, lo), lo, x)
+        text = where.format(less.format(hi, m), hi, m)
+        for bound in (hi, lo):
+            text = where.format(self.template("isnan", (dtype,)).format(bound), bound, text)
         return text

@@ -143,27 +143,32 @@ _CLIP = np._core.umath.clip
 register("clip", Kind.ELEMENTWISE, ufunc_rule(_CLIP), _CLIP, "numpy.clip(a, lo, hi)", ufunc=_CLIP)
 
 
-def clip_nan_from_bounds(out: TensorType, a: TensorType, lo: TensorType,
+def clip_bounds_constant(out: TensorType, a: TensorType, lo: TensorType,
                          hi: TensorType) -> bool:
-    """Whether NumPy's clip takes a NaN bound's NaN over a NaN ``a``'s (``lo``'s first).
+    """Whether NumPy computes this clip in its loop for constant bounds.
 
-    NumPy's loop has two paths that differ only there, in a NaN's sign and payload: bounds
-    read with stride 0 (one value for the whole inner loop) return a NaN bound itself;
-    others propagate the first NaN of ``a``, ``lo``, ``hi``. Bounds of one element against
-    a larger result always take the first path (measured: every shape, order, dtype and
-    cast). A one-element result takes whichever its iterator's strides give, so it is
-    asked of NumPy on one-element arrays of these shapes. Bounds broadcast along only some
-    axes take the first path only in large loops (NumPy's buffering decides), which a
-    kernel compiled for every batch size cannot know: those follow ``a``'s NaN."""
-    if lo.size != 1 or hi.size != 1 or a.dtype.kind != "f" or \
-            "f" not in lo.dtype.kind + hi.dtype.kind:
-        return False  # (without a float ``a`` and a float bound, the paths agree)
+    NumPy's float loop has two paths. Bounds read with stride 0 (one value for the whole
+    inner loop) return a NaN bound itself (``lo``'s first) and keep ``a`` on a tie with a
+    bound (``clip(-0.0, 0.0, 1.0)`` is -0.0). Other bounds give ``minimum(maximum(a, lo),
+    hi)``: the first NaN of ``a``, ``lo``, ``hi``, and the bound on a tie (0.0). Bounds of
+    one element against a larger result always take the first path (measured: every shape,
+    order, dtype and cast). A one-element result takes whichever its iterator's strides
+    give, so this asks NumPy, on one-element values of these types. Bounds broadcast along
+    only some axes take the first path only in large loops (NumPy's buffering decides),
+    which a kernel compiled for every batch size cannot know: those take the second."""
+    if lo.size != 1 or hi.size != 1 or "f" not in a.dtype.kind + lo.dtype.kind + hi.dtype.kind:
+        return False  # (both paths compute the same integers)
     if out.size != 1:
         return True
-    nan_lo = lo.dtype.kind == "f"
-    probe = _CLIP(_probe(a, -np.nan), _probe(lo, np.nan if nan_lo else 0),
-                  _probe(hi, 0 if nan_lo else np.nan))
-    return not bool(np.signbit(probe).any())
+    # zeros where the paths differ in sign: the first keeps ``a``'s, the second the bound's
+    if a.dtype.kind == "f":
+        a0, lo0, hi0, flip = -0.0, 0.0, 1.0, True
+    elif lo.dtype.kind == "f":
+        a0, lo0, hi0, flip = 0.0, -0.0, 1.0, False
+    else:
+        a0, lo0, hi0, flip = 0.0, 0.0, -0.0, False
+    probe = _CLIP(_probe(a, a0), _probe(lo, lo0), _probe(hi, hi0))
+    return bool(np.signbit(probe).all()) == flip
 
 
 def _probe(t: TensorType, value: float) -> object:
