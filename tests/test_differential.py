@@ -33,6 +33,7 @@ from hypothesis.extra import numpy as hnp
 from numpy_compare import TRANSCENDENTAL, ULP, assert_same, builtin_error, exact
 
 import tracejit as tj
+from tracejit.backends.cpu.loops_straight import rounds_differently
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy's empty-slice notes
 SETTINGS = settings(
@@ -769,9 +770,12 @@ def test_small_kernels_compiled_later_give_the_same_bits(monkeypatch, min_size):
     and compiles those of exactly rounded ops afterwards (``Runner.faster``): the calls
     after the switch must return the first call's bits, NaNs and signed zeros included.
     With a threshold of 4 elements the programs' lone exact reductions (a ``max``, an
-    integer ``sum``) are above it: NumPy calls first, kernels of the later runner after."""
+    integer ``sum``) are above it: NumPy calls first, kernels of the later runner after.
+    A later runner whose straight-line call computes an inexact op (``rounds_differently``:
+    an ``arccos`` the first runner left to NumPy, found by an explore run) is held to
+    NumPy's answers within tolerance only, as documented."""
     monkeypatch.setattr(tj.config, "min_kernel_size", min_size)
-    swapped = []
+    swapped, rounding = [], []
 
     def test(prog):
         f = tj.jit(prog.function(), backend="cpu")
@@ -783,12 +787,16 @@ def test_small_kernels_compiled_later_give_the_same_bits(monkeypatch, min_size):
         assert f.wait_compiled(120)
         swapped.append(entry.pending is not None)
         check_call(f, prog, prog.inputs, prog.layouts)
+        rounding.append(rounds_differently(entry.lowered.optimized_graph))
+        if rounding[-1]:
+            return
         for a, b in zip(f(*prog.pack(lay_out(prog.inputs, prog.layouts))), first, strict=True):
             np.testing.assert_array_equal(np.signbit(a), np.signbit(b))
             np.testing.assert_array_equal(a, b)
 
     settings(SETTINGS, max_examples=60)(given(prog=programs(exact_math=False))(test))()
     assert sum(swapped) >= 3, f"only {sum(swapped)} of {len(swapped)} programs were swapped"
+    assert sum(rounding) <= len(rounding) // 4, f"{sum(rounding)} of {len(rounding)} unchecked"
 
 
 @pytest.mark.parametrize("dtype", ["int32", "float64"])

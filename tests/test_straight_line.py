@@ -17,7 +17,7 @@ import pytest
 import tracejit as tj
 from tracejit.backends import cpu
 from tracejit.backends.cpu import fused
-from tracejit.backends.cpu.loops_straight import MIN_STEPS, wrap_runs
+from tracejit.backends.cpu.loops_straight import MIN_STEPS, rounds_differently, wrap_runs
 from tracejit.errors import IndexOutOfBounds
 
 
@@ -136,6 +136,41 @@ def test_two_runs_around_a_step_the_driver_does_not_run():
     wrapped = wrap_runs(graph)
     assert len(_straight_scans(wrapped)) == 2
     assert any(n.op == "argsort" for n in wrapped.nodes)  # (np.sort: argsort, gather)
+
+
+def explore_found(v0, v2):
+    """Found by an explore run of the later runner's same-bits test: a straight-line run
+    with an ``arccos``, NumPy's -nan for ``arccos(inf)`` on the first calls, the kernel's
+    +nan after the switch."""
+    v4 = np.std(v2, axis=-2, keepdims=True, ddof=1)
+    v5 = v0[None]
+    v7 = np.matmul(v5, v5)
+    v8 = np.arccos(v2[None, 0, ..., 2, -1:])
+    return v8, v7, v4
+
+
+def test_runs_of_inexact_ops_are_said_to_round_differently(monkeypatch):
+    """``rounds_differently`` tells which later runners may change bits at the switch: a
+    run holding a matmul (trisolv, cholesky), a float sum or an ``arccos`` may; runs of
+    exactly rounded ops (integer adds, ``max`` and ``add``) may not."""
+    for name in ("trisolv", "cholesky", "prefix_then_sort"):
+        fn, make = CASES[name]
+        assert rounds_differently(tj.jit(fn, backend="cpu").lower(*make()).optimized_graph)
+    for name in ("pascal", "int", "scaled_in_place", "float32"):
+        fn, make = CASES[name]
+        graph = tj.jit(fn, backend="cpu").lower(*make()).optimized_graph
+        assert _straight_scans(wrap_runs(graph)) and not rounds_differently(graph)
+    monkeypatch.setattr(tj.config, "min_kernel_size", 4096)  # the default: NumPy calls first
+    v2 = np.array([[[np.nan], [np.nan], [np.inf], [395609.28125]]], np.float32)
+    f = tj.jit(explore_found, backend="cpu")
+    graph = f.lower(np.int32(7), v2).optimized_graph
+    assert _straight_scans(wrap_runs(graph)) and rounds_differently(graph)
+    first = f(np.int32(7), v2)
+    assert f.wait_compiled(300)
+    for w, a, b in zip(explore_found(np.int32(7), v2), first, f(np.int32(7), v2), strict=True):
+        np.testing.assert_array_equal(np.signbit(a), np.signbit(w))  # NumPy's bits first
+        np.testing.assert_array_equal(a, w)
+        np.testing.assert_allclose(b, w, rtol=1e-6)  # then within the kernels' bounds
 
 
 def test_short_runs_are_left_alone():

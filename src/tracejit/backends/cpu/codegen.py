@@ -119,7 +119,7 @@ def _left_to_numpy(kern: Kernel, later: bool) -> list[Node]:
     which gives NumPy's bits and saves a NumPy call per op."""
     if not later:
         return kern.nodes
-    inexact = [n for n in kern.nodes if not _exact(n)]
+    inexact = [n for n in kern.nodes if not exactly_rounded(n)]
     return inexact or kern.nodes
 
 
@@ -142,14 +142,14 @@ def worth_compiling(kern: Kernel, later: bool = False) -> bool:
     if config.min_kernel_size == 0:
         return True
     (first, *rest) = kern.nodes
-    if not rest and _exact(first) and REGISTRY[first.op].monoid is None:
+    if not rest and exactly_rounded(first) and REGISTRY[first.op].monoid is None:
         return False
-    if (not (rest or later) and REGISTRY[first.op].monoid is not None and _exact(first)
-            and math.prod(kern.shape) < PARALLEL_MIN_SIZE):
+    if (not (rest or later) and REGISTRY[first.op].monoid is not None
+            and exactly_rounded(first) and math.prod(kern.shape) < PARALLEL_MIN_SIZE):
         return False  # a lone exact reduction run by one thread
     if math.prod(kern.shape) >= config.min_kernel_size:
         return True
-    return later and (bool(rest) or _pooling(first)) and all(_exact(n) for n in kern.nodes)
+    return later and (bool(rest) or _pooling(first)) and all(map(exactly_rounded, kern.nodes))
 
 
 def _pooling(node: Node) -> bool:
@@ -173,10 +173,17 @@ def improves_later(graph: Graph) -> bool:
     return bool(compiled[1] - compiled[0]) or any(_correlate_kernel(n, True) for n in graph.nodes)
 
 
-def _exact(node: Node) -> bool:
+_PATH_TIES = frozenset({"fmax", "fmin"})
+
+
+def exactly_rounded(node: Node) -> bool:
     """Computed bit for bit as NumPy does: an exactly rounded op that is no reduction
     whose order a kernel chooses (``max`` is exact, a float ``sum`` is not; an integer or
-    bool sum or product is: wrapping integer arithmetic gives one result in any order)."""
+    bool sum or product is: wrapping integer arithmetic gives one result in any order).
+    Nor a float ``fmax``/``fmin``: NumPy's own answer to a tie of 0.0 and -0.0, or of two
+    NaNs, depends on its loop (SIMD body, scalar tail, array length: measured)."""
+    if node.op in _PATH_TIES and node.out.type.dtype.kind == "f":
+        return False
     exactness = REGISTRY[node.op].exactness
     return exactness == Exactness.EXACT or (
         exactness == Exactness.ORDER and REGISTRY[node.op].monoid is not None

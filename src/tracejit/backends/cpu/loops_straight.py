@@ -18,8 +18,10 @@ early as what they read allows, keeping their own order, so that the steps betwe
 them join into longer runs.
 
 The first runner keeps the unrolled steps (no compile of the whole run before the first
-call); an index out of bounds in the run raises ``IndexOutOfBounds`` at the user's line
-as the runner's step does (the driver's status, ``fused._failed``).
+call), so a run holding an op that is not exactly rounded may change its bits at the
+switch (``rounds_differently``), within the kernels' bounds. An index out of bounds in
+the run raises ``IndexOutOfBounds`` at the user's line as the runner's step does (the
+driver's status, ``fused._failed``).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from ...passes.contract import split_skinny_matmuls
 from ...passes.fusion import fuse
 from . import fused
 from . import fused_steps as steps
-from .codegen import LOOP_OPS, VIEW_OPS, fusible
+from .codegen import LOOP_OPS, VIEW_OPS, exactly_rounded, fusible
 from .emitter import PARALLEL_MIN_SIZE
 
 # Runner steps other than views (a reshape, slice or transpose: a NumPy view, a tenth of
@@ -50,6 +52,17 @@ def wrap_runs(graph: Graph) -> Graph:
     if found is None:
         found = _wrapped[graph] = _wrap(graph)
     return found
+
+
+def rounds_differently(graph: Graph) -> bool:
+    """Whether the later runner's straight-line calls may return other bits than the first
+    runner: a wrapped run computes an op that is not exactly rounded (a ``tanh``, a float
+    ``sum`` or matmul), which the first runner leaves to NumPy (its ``tanh``, its pairwise
+    sum, BLAS) and the driver computes as kernels do (within their ULP bounds, in its own
+    order). This is the one place where switching runners may change a result."""
+    return any(not exactly_rounded(n) for s in wrap_runs(graph).nodes
+               if s.op == "scan" and s.attrs["loop"].body.name == "straight"
+               for n in s.attrs["loop"].body.nodes)
 
 
 def _runnable(node: Node) -> bool:
