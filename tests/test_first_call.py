@@ -138,6 +138,31 @@ def test_small_inexact_kernels_stay_numpy_calls(default_policy):
         np.testing.assert_array_equal(first, fn(x))
 
 
+@pytest.mark.parametrize("op", [np.fmax, np.fmin, np.remainder])
+def test_ops_whose_nans_and_zero_ties_numpy_picks_by_its_loop_stay_numpy_calls(
+        default_policy, op):
+    """NumPy's fmax/fmin of 0.0 and -0.0 or of two NaNs depends on its loop (SIMD body or
+    scalar tail), its remainder of two NaNs is x87's pick: beside exactly rounded ops they
+    stay NumPy calls for the later runner, so the switch keeps the first call's bits."""
+    nan = np.float32(np.nan)
+    x = np.array([0.0, -0.0, nan, -nan, 1.5, -nan, nan, 2.0] * 2, np.float32)
+    y = np.array([-0.0, 0.0, -nan, -nan, nan, 1.0, nan, -3.0] * 2, np.float32)
+
+    def fn(x, y):
+        return op(x * 2, y + 1) - 1
+
+    f = tj.jit(fn)
+    first = f(x, y)
+    assert f.wait_compiled(120)
+    (entry,) = f._cache.values()
+    assert op.__name__ in [s.ops for s in entry.runner.steps if s.name.startswith("lib")]
+    assert [s.ops for s in entry.runner.steps if s.name.startswith("kernel")] \
+        == ["multiply, add"]  # (the later runner's kernel of the ops beside it)
+    again = f(x, y)
+    assert again.tobytes() == first.tobytes()
+    assert first.tobytes() == fn(x, y).tobytes()
+
+
 @pytest.mark.parametrize("fn", [lambda x: x.max(axis=0), lambda x: x.min(axis=1),
                                 lambda x: np.max(x)])
 def test_a_lone_exact_reduction_gives_the_same_bits_before_and_after(default_policy, fn,

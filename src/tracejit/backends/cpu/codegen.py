@@ -173,7 +173,7 @@ def improves_later(graph: Graph) -> bool:
     return bool(compiled[1] - compiled[0]) or any(_correlate_kernel(n, True) for n in graph.nodes)
 
 
-_PATH_TIES = frozenset({"fmax", "fmin"})
+_NAN_CHOICE = frozenset({"fmax", "fmin", "remainder"})
 
 
 def exactly_rounded(node: Node) -> bool:
@@ -181,8 +181,10 @@ def exactly_rounded(node: Node) -> bool:
     whose order a kernel chooses (``max`` is exact, a float ``sum`` is not; an integer or
     bool sum or product is: wrapping integer arithmetic gives one result in any order).
     Nor a float ``fmax``/``fmin``: NumPy's own answer to a tie of 0.0 and -0.0, or of two
-    NaNs, depends on its loop (SIMD body, scalar tail, array length: measured)."""
-    if node.op in _PATH_TIES and node.out.type.dtype.kind == "f":
+    NaNs, depends on its loop (SIMD body, scalar tail, array length: measured); nor a
+    float ``remainder``, whose NaN of two NaNs is the x87 ``fprem``'s choice (the larger
+    payload, else the positive one), not the kernel's."""
+    if node.op in _NAN_CHOICE and node.out.type.dtype.kind == "f":
         return False
     exactness = REGISTRY[node.op].exactness
     return exactness == Exactness.EXACT or (
