@@ -157,6 +157,41 @@ def bench_chain(dtype):
                  note)
 
 
+def clip_chain(x, lo):
+    return np.clip(x * 2 + 1, lo, 1.0) * 3
+
+
+def bench_clip():
+    """``clip`` in a chain, with scalar bounds and with an array bound (NumPy's two loops,
+    whose NaNs and zero ties tracejit's kernels follow). numexpr has no clip."""
+    rng = np.random.default_rng(3)
+    x, lo = (rng.standard_normal(4_000_000).astype(np.float32) for _ in range(2))
+    lo = np.minimum(lo, 0.5)
+
+    def loop_scalar(a, b):
+        out = np.empty_like(a)
+        for i in range(a.size):
+            out[i] = min(max(a[i] * 2 + 1, b), 1.0) * 3
+        return out
+
+    def loop_array(a, b):
+        out = np.empty_like(a)
+        for i in range(a.size):
+            out[i] = min(max(a[i] * 2 + 1, b[i]), 1.0) * 3
+        return out
+
+    out = []
+    for label, bound, loop in (("scalar bounds", np.float32(-1.0), loop_scalar),
+                               ("array lower bound", lo, loop_array)):
+        res = {"tracejit": timeit(tj.jit(clip_chain, backend="cpu"), x, bound),
+               "NumPy": timeit(clip_chain, x, bound),
+               "Numba loop (serial)": timeit(numba_loop(loop), x, bound),
+               "JAX jit": timeit(jax_fn(lambda a, b: jnp.clip(a * 2 + 1, b, 1.0) * 3), x,
+                                 bound) if jax else None}
+        out.append(table(f"2b. clip(x*2+1, lo, 1)*3, 4M float32, {label}", res))
+    return "\n\n".join(out)
+
+
 def chain_jax(x, y):
     return jnp.tanh(x * y + 0.5) * jnp.exp(-x * x) + jnp.sqrt(jnp.abs(y))
 
@@ -232,7 +267,7 @@ def main() -> None:
     parser.add_argument("--write", action="store_true", help="update bench/RESULTS.md")
     args = parser.parse_args()
     parts = [machine_line(), bench_exp(), bench_exp_patterns(), bench_chain(np.float32),
-             bench_chain(np.float64), bench_rows(), bench_overhead(), bench_compile()]
+             bench_chain(np.float64), bench_clip(), bench_rows(), bench_overhead(), bench_compile()]
     text = "\n\n".join(parts)
     print(text)
     if args.write:
