@@ -4,6 +4,7 @@ Semantics are covered by running the registry and surface tests on this backend;
 the point is what gets fused and that every kind of generated kernel computes right.
 """
 
+import itertools
 import os
 
 import numpy as np
@@ -448,19 +449,37 @@ def test_small_matmul_of_a_value_the_same_kernel_computes():
     lambda a, b: np.where(a + a, a, b), lambda a, b: (a + b) < a, lambda a, b: (a - b) > a,
     lambda a, b: (a * b) != 0, lambda a, b: -a < 0, lambda a, b: np.square(a) != 0,
     lambda a, b: np.abs(a) < 0, lambda a, b: (a + a).sum() == 0, lambda a, b: (a * b).prod(),
+    lambda a, b: a // (b // b * -1),
 ], ids=["where-add", "add", "subtract", "multiply", "negative", "square", "absolute",
-        "sum", "prod"])
+        "sum", "prod", "floor_divide"])
 def test_int64_arithmetic_wraps_as_numpys_in_kernels(fn, monkeypatch):
     """int64 overflow wraps in NumPy; Numba's no-signed-wrap arithmetic let LLVM assume
     it never happens and fold ``(a + a) != 0`` into ``a != 0`` (found by an explore run of
     the differential tests: a silent wrong answer), so the CPU language computes int64
-    arithmetic in uint64 (``ops._WRAP64``)."""
+    arithmetic in uint64 (``ops._WRAP64``). ``INT64_MIN // -1`` wraps to INT64_MIN in
+    NumPy; Numba's ``//`` gave 0 (found by a sweep of every op over edge values)."""
     monkeypatch.setattr(tj.config, "min_kernel_size", 0)  # a kernel even for 4 elements
     lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
     a = np.array([lo, hi, lo + 1, 3], np.int64)
     b = np.array([lo, 2, -1, 2 ** 62], np.int64)
     with np.errstate(over="ignore"):
         np.testing.assert_array_equal(tj.jit(fn, backend="cpu")(a, b), fn(a, b))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint8, np.uint32, np.uint64])
+@pytest.mark.parametrize("op", [np.floor_divide, np.remainder, np.fmod])
+def test_integer_division_at_the_edges_is_numpys(op, dtype, backend):
+    """Every pair of edge values: by zero (0), the minimum by -1 (NumPy wraps), by the
+    maximum of an unsigned type (whose bits read as -1 in a signed comparison)."""
+    info = np.iinfo(dtype)
+    values = {0, 1, 2, 7, info.max, info.max - 1, info.min, info.min + 1}
+    values |= {-1, -2, -7} if info.min < 0 else set()
+    a, b = np.array(list(itertools.product(sorted(values), repeat=2)), dtype).T
+    with np.errstate(all="ignore"):
+        want = op(a, b)
+        got = tj.jit(lambda a, b: op(a, b), backend=backend)(a, b)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])

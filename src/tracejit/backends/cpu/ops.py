@@ -124,6 +124,8 @@ _WRAP64 = {
     "negative": "np.int64(np.uint64(0) - np.uint64({0}))",
     "square": "np.int64(np.uint64({0}) * np.uint64({0}))",
     "absolute": "({0} if {0} >= 0 else np.int64(np.uint64(0) - np.uint64({0})))",
+    # INT64_MIN // -1 overflows: NumPy wraps to INT64_MIN, Numba's // gave 0
+    "floor_divide": "(np.int64(np.uint64(0) - np.uint64({0})) if {1} == -1 else ({0} // {1}))",
 }
 _INT64 = np.dtype(np.int64)
 
