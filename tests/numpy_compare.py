@@ -105,6 +105,15 @@ def assert_same(got: Any, want: Any, tol: Any = None) -> None:
         np.testing.assert_array_equal(negative, np.signbit(want) & ~np.isnan(want), "signbit")
 
 
+def hardware_nans(backend: str) -> bool:
+    """Whether ``backend`` gives its hardware's NaN for an invalid operation (``inf -
+    inf``): a real GPU's canonical NaN is 0x7fffffff, x86's (NumPy's here, and the emulated
+    GPU's) 0xffc00000. Its NaNs then match NumPy's as NaNs, not bit for bit."""
+    import gpu
+
+    return backend == "cuda" and gpu.REAL
+
+
 def lapack_differs(backend: str) -> bool:
     """Whether ``backend``'s ``numpy.linalg`` factorisations are another LAPACK's (cuSOLVER
     on a real GPU; the emulated one calls NumPy's), so that they match NumPy's only as

@@ -19,6 +19,7 @@ from numpy_compare import (
     assert_same,
     builtin_error,
     exact,
+    hardware_nans,
     lapack_differs,
     lax_of,
 )
@@ -104,6 +105,56 @@ def test_binary_ufunc_all_dtype_pairs(name, backend):
         check(lambda x, c=other: uf(x, c), a2, backend=backend, name=name)
         check(lambda x, c=other: uf(c, x), a2, backend=backend, name=name)
     check(lambda x, y: uf(x, y), a2, sample(np.float64, (4,)), backend=backend, name=name)
+
+
+EDGE_DTYPES = [np.bool_, np.int8, np.int32, np.int64, np.uint8, np.uint64, np.float32,
+               np.float64]
+# NumPy's own answer here depends on its loop (docs/differences.md): compared as values
+NUMPYS_LOOP_PICKS = {"fmax", "fmin", "remainder"}
+
+
+def edge_values(dtype) -> np.ndarray:
+    """Each dtype's extremes and their neighbours, -1, 0, 1, 2, the shift widths; for
+    floats signed zeros and NaNs, infinities, the largest and smallest numbers."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "b":
+        return np.array([False, True])
+    if dtype.kind == "f":
+        info = np.finfo(dtype)
+        return np.array([0.0, -0.0, 1.0, -1.0, 2.0, 0.5, -2.5, np.nan, -np.nan, np.inf,
+                         -np.inf, info.max, -info.max, info.tiny, info.smallest_subnormal],
+                        dtype)
+    info = np.iinfo(dtype)
+    values = {0, 1, 2, 7, info.bits - 1, info.bits, info.max, info.max - 1, info.min,
+              info.min + 1} | ({-1, -2, -7} if info.min < 0 else set())
+    return np.array(sorted(values), dtype)
+
+
+@pytest.mark.parametrize("name", [n for n in UFUNC_OPS if REGISTRY[n].exactness is
+                                  Exactness.EXACT and REGISTRY[n].ufunc.nin <= 2])
+def test_exact_ufuncs_at_edge_values_give_numpys_bits(name, backend):
+    """Every pair of edge values of each dtype, bit for bit (signed zeros and NaN signs
+    included): the samples above miss the extremes (a sweep like this one found
+    ``INT64_MIN // -1`` giving 0 instead of NumPy's wrapped INT64_MIN)."""
+    uf = REGISTRY[name].ufunc
+    for dtype in EDGE_DTYPES:
+        values = edge_values(dtype)
+        args = [values] if uf.nin == 1 else \
+            list(np.array(list(itertools.product(values, repeat=2)), dtype).T)
+        with np.errstate(all="ignore"):
+            try:
+                want = uf(*args)
+            except TypeError:
+                continue  # no loop for this dtype (NumPy's bitwise ops on floats, ...)
+            got = tj.jit(lambda *a: uf(*a), backend=backend)(*args)
+        got = np.asarray(got)
+        assert got.dtype == want.dtype, (name, dtype)
+        if want.dtype.kind == "f" and name not in NUMPYS_LOOP_PICKS:
+            if hardware_nans(backend):
+                np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+                got, want = np.where(np.isnan(want), 0, got), np.where(np.isnan(want), 0, want)
+            got, want = got.view(f"u{want.itemsize}"), want.view(f"u{want.itemsize}")
+        np.testing.assert_array_equal(got, want, err_msg=f"{name} {np.dtype(dtype).name}")
 
 
 # One case per non-ufunc op: (function, args). Each must produce its op when traced.

@@ -136,7 +136,7 @@ template <typename T> __device__ __forceinline__ T tj_logaddexp2(T x, T y) {
 
 // np.heaviside: NaN for NaN, h0 at zero (either sign), else 0 or 1.
 template <typename T> __device__ __forceinline__ T tj_heaviside(T x, T h0) {
-  if (x != x) return x;
+  if (x != x) return (T)TJ_NAN;  // NumPy's own (positive) NaN, not x's
   if (x == (T)0) return h0;
   return x < (T)0 ? (T)0 : (T)1;
 }
@@ -144,7 +144,7 @@ template <typename T> __device__ __forceinline__ T tj_heaviside(T x, T h0) {
 // else the step away from zero (up from -0.0).
 template <typename T> __device__ __forceinline__ T tj_spacing(T x) {
   if (x != x) return x;
-  if (isinf(x)) return x - x;
+  if (isinf(x)) return (T)TJ_NAN;  // (a GPU's inf - inf is 0x7fffffff, an x86's negative)
   const T inf = (T)TJ_INFINITY;
   return nextafter(x, x < (T)0 ? -inf : inf) - x;
 }
