@@ -59,7 +59,12 @@ def test_a_lone_exact_reduction_is_compiled_for_the_later_runner(default_policy,
     assert later_steps(lambda x: x.max(axis=0), narrow) == [("loop", "max")]
     big = np.ones((1 << 16, 2), dtype)  # 2^17 elements: the team's
     assert steps(lambda x: x.max(axis=0), big) == [("loop", "max")]
-    sums = steps(lambda x: x.sum(axis=0), narrow)
+    assert steps(lambda x: x.sum(axis=0), narrow) == [("library", "sum")]  # NumPy's order
+    assert later_steps(lambda x: x.sum(axis=0), narrow) == [("loop", "sum")]
+    rows = steps(lambda x: x.sum(axis=1), narrow)  # lanes of partial sums: another order
+    assert rows == [("library" if dtype == np.int64 else "loop", "sum")]
+    column = np.ones((5000, 1), dtype)  # NumPy adds one column pairwise
+    sums = steps(lambda x: x.sum(axis=0), column)
     assert sums == [("library" if dtype == np.int64 else "loop", "sum")]
 
 
@@ -187,3 +192,45 @@ def test_a_lone_exact_reduction_gives_the_same_bits_before_and_after(default_pol
     zeros = np.zeros_like(x)
     zeros[1::2, 1] = zeros[::3, 0] = -0.0  # rows and columns mixing 0.0 and -0.0
     np.testing.assert_array_equal(np.signbit(f(zeros)), np.signbit(fn(zeros)))
+
+
+def _softmax_columns(x):
+    """A row kernel (softmax) and a sum over its rows: two kernels, the second a lone sum."""
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return np.sum(e / e.sum(axis=1, keepdims=True), axis=0)
+
+
+@pytest.mark.parametrize("fn", [lambda x: x.sum(axis=0), lambda x: np.prod(x, axis=0),
+                                _softmax_columns])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_a_float_sum_over_rows_gives_the_same_bits_before_and_after(
+        default_policy, fn, dtype, order, tmp_path, monkeypatch):
+    """A float sum (or product) over a matrix's rows runs as NumPy's call on the first
+    calls and as the later runner's kernel afterwards, bit for bit: both fold each column
+    row after row (NumPy's pairwise summation would differ; it runs along a contiguous
+    reduced axis, which a Fortran-ordered argument has, so the call reads it
+    C-contiguous, as the kernel does). Values spanning magnitudes make any other order
+    show; NaNs of two payloads and signed zeros keep theirs."""
+    from tracejit.backends.cpu import kernels
+
+    monkeypatch.setattr(kernels, "_compiled", {})
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((3000, 3)) * 10.0 ** rng.integers(-6, 7, (3000, 3))
+    if fn is not _softmax_columns:
+        x[::7] = rng.uniform(0.5, 1.5, (len(x[::7]), 3))  # products that stay finite
+    x = np.asarray(x, dtype=dtype, order=order)
+    f = tj.jit(fn)
+    first = f(x)
+    assert [n[:-1] for n in step_names(f)][-1] == "lib"
+    assert f.wait_compiled(120)
+    assert [n[:-1] for n in step_names(f)][-1] == "kernel"
+    assert f(x).tobytes() == first.tobytes()
+    c = np.ascontiguousarray(x)
+    if fn is not _softmax_columns:  # (NumPy's exp is not the kernels')
+        assert first.tobytes() == fn(c).tobytes()
+        odd = c.copy()
+        odd[5, 0], odd[9, 0] = np.nan, -np.nan
+        odd[:, 2] = -0.0
+        assert f(odd).tobytes() == fn(odd).tobytes()

@@ -136,16 +136,19 @@ def worth_compiling(kern: Kernel, later: bool = False) -> bool:
     reduction (a ``max``, an integer ``sum``) too small to run on threads: one NumPy call
     either way (at most ~0.5 ms here, NumPy's strided loop over a narrow first axis), it
     is not worth delaying the first compiled calls by its compile (50-80 ms), and the later
-    runner's kernel gives the same bits. (A lone float ``sum`` is compiled at once: a
-    later kernel adding in another order would change the answers between calls.)
-    ``min_kernel_size = 0`` compiles every kernel."""
+    runner's kernel gives the same bits. So is a float sum over a matrix's rows
+    (``column_reduction``: a gradient's bias term), which both add in one order; any
+    other lone float ``sum`` is compiled at once: a later kernel adding in another order
+    than NumPy's would change the answers between calls. ``min_kernel_size = 0`` compiles
+    every kernel."""
     if config.min_kernel_size == 0:
         return True
     (first, *rest) = kern.nodes
     if not rest and exactly_rounded(first) and REGISTRY[first.op].monoid is None:
         return False
     if (not (rest or later) and REGISTRY[first.op].monoid is not None
-            and exactly_rounded(first) and math.prod(kern.shape) < PARALLEL_MIN_SIZE):
+            and (exactly_rounded(first) or column_reduction(first))
+            and math.prod(kern.shape) < PARALLEL_MIN_SIZE):
         return False  # a lone exact reduction run by one thread
     if math.prod(kern.shape) >= config.min_kernel_size:
         return True
@@ -174,6 +177,22 @@ def improves_later(graph: Graph) -> bool:
 
 
 _NAN_CHOICE = frozenset({"fmax", "fmin", "remainder"})
+_IN_ORDER = {"sum": "add", "prod": "multiply"}  # (their ufuncs)
+
+
+def column_reduction(node: Node) -> bool:
+    """A float ``sum`` or ``prod`` over the first axis of a C-contiguous matrix of two
+    columns or more, too small for threads, which a kernel and NumPy fold in one order:
+    the kernel row after row into each column's accumulator (a serial scatter loop), and
+    NumPy's reduction, whose inner loop then runs along the columns, likewise (its
+    pairwise summation applies only along a contiguous reduced axis: one column, or a
+    Fortran-ordered matrix; measured bit for bit over 1-65536 rows, 2-4096 columns). The
+    runner's NumPy call reads the matrix C-contiguous (``_inline_call``), as the kernel
+    does, so the two agree whatever the argument's layout."""
+    x = node.inputs[0].type if node.inputs else None
+    return (node.op in _IN_ORDER and x is not None and x.ndim == 2 and x.shape[1] >= 2
+            and x.dtype in (np.float32, np.float64) and node.out.type.dtype == x.dtype
+            and tuple(node.attrs["axis"] or ()) == (0,) and math.prod(x.shape) < PARALLEL_MIN_SIZE)
 
 
 def exactly_rounded(node: Node) -> bool:
@@ -514,6 +533,9 @@ def _inline_call(mod: Module, k: int, node: Node, in_place: bool, body: list[str
         if node.op == "reshape":  # a 0-d value may be a Python scalar: no method
             return f"np.asarray({name}).reshape({tuple(attrs['shape'])!r})"
         return None
+    if column_reduction(node):  # (the order of the later runner's kernel)
+        return (f"np.{_IN_ORDER[node.op]}.reduce(np.ascontiguousarray({name}), axis=0, "
+                f"keepdims={attrs['keepdims']!r})")
     if node.op in ("eigh", "svd") and x.type.ndim == 2:
         single = _single_part(node)  # (its one part is the packed result: no packing)
         if single is not None:
