@@ -239,3 +239,27 @@ def test_a_library_call_is_not_moved_above_a_step_that_may_raise():
         gathered_then_inverse(x, bad, np.zeros((3, 3)))
     with pytest.raises(IndexOutOfBounds):
         f(x, bad, np.zeros((3, 3)))
+
+
+def all_then_count(v0):
+    """Found by an explore run of the later runner's same-bits test: the driver pre-filled
+    an ``all``'s bool output with ``True`` through a bool pointer, which Numba stores as an
+    i1 where the byte lies ("cannot store i1 to i8*"): the later runner failed to compile."""
+    v2 = np.logical_and.reduce(v0, axis=None)
+    v4 = np.sum(v2, axis=None)
+    v7 = np.var(v0, axis=0, ddof=1)
+    return v7, v4
+
+
+@pytest.mark.filterwarnings("ignore:Degrees of freedom")  # (NumPy's, for the one-row var)
+@pytest.mark.parametrize("x", [np.array([[0]], np.int32), np.array([[3]], np.int32),
+                               np.array([[1, 2], [3, 0]], np.int32)])
+def test_a_bool_reduction_in_a_run_is_filled_as_a_byte(monkeypatch, caplog, x):
+    monkeypatch.setattr(tj.config, "min_kernel_size", 4096)
+    f = tj.jit(all_then_count, backend="cpu")
+    assert _straight_scans(wrap_runs(f.lower(x).optimized_graph))
+    first = f(x)
+    assert f.wait_compiled(300) and "failed" not in caplog.text
+    for w, a, b in zip(all_then_count(x), first, f(x), strict=True):
+        np.testing.assert_array_equal(a, w)
+        assert b.tobytes() == a.tobytes() and b.dtype == a.dtype

@@ -264,9 +264,12 @@ def _fill(plan: _Plan, mod, by_name: dict, line: str) -> str:
             raise Unfusable(f"a kernel's output filled as {line}")
         return ""  # an allocation: the place is the driver's
     j, off = plan.locate(by_name[m[1]], mod)
-    return (f"    f_ = at(args, {j}, {m[4]}, {off})\n"
+    T, value = m[4], m[3]
+    if T == "np.bool_":  # (Numba stores a bool through a pointer as an i1, not its byte)
+        T, value = "np.uint8", str(int(ast.literal_eval(value)))
+    return (f"    f_ = at(args, {j}, {T}, {off})\n"
             f"    for q in range({math.prod(ast.literal_eval(m[2]))}):\n"
-            f"        f_[q] = {m[3]}\n")
+            f"        f_[q] = {value}\n")
 
 
 _TRANS = {False: 111, True: 112}  # CblasNoTrans, CblasTrans
