@@ -21,7 +21,7 @@ import tracejit as tj
 from tracejit.backends.cpu import emitter
 from tracejit.backends.cpu.codegen import generate
 from tracejit.backends.cpu.compiler import compile_library
-from tracejit.backends.cpu.emitter import PARALLEL_BLOCKS, PARALLEL_MIN_SIZE
+from tracejit.backends.cpu.emitter import PARALLEL_BLOCKS, PARALLEL_MIN_SIZE, RUNNER_COMBINE_MIN
 from tracejit.backends.cpu.math import MATH
 
 F32, F64 = np.float32, np.float64
@@ -73,17 +73,24 @@ def gradient(w, x, y):
 def test_blocked_scatter_sums_are_combined_by_the_runner():
     """The blocks' partial sums over the batch are folded by one NumPy call each in the
     runner (in block order, as the kernel's loop did): the kernel has no combining loop,
-    no barrier and no output array for them, a third of its compile time."""
-    x = RNG.standard_normal((ROWS, 2)).astype(F32)
-    fn = tj.jit(gradient)
+    no barrier and no output array for them, a third of its compile time. Only in a
+    kernel of ``RUNNER_COMBINE_MIN`` elements or more (below, the calls would let the
+    thread team fall asleep between launches): a smaller one combines them itself."""
+    small = RNG.standard_normal((ROWS, 2)).astype(F32)
     w = RNG.standard_normal((2, 64)).astype(F32)
+    (source, _), = [k for k in emitted(gradient, w, small, small) if "barrier()" in k[0]]
+    assert source.split("barrier()")[1].count("+ p") == 3
+    x = RNG.standard_normal((RUNNER_COMBINE_MIN // 256, 2)).astype(F32)
+    w = RNG.standard_normal((2, 256)).astype(F32)  # (sums keeping 256 elements each)
+    fn = tj.jit(gradient)
     (source, _), = [k for k in emitted(gradient, w, x, x) if "for b in range(t * U(" in k[0]]
     assert "barrier()" not in source
     assert not re.findall(r"^    o\d+ = view", source, re.M)  # (the partial sums: p<n>)
     runner = fn.lower(w, x, x).source.split("# runner")[1]
     assert runner.count("np.add.reduce(") == 3 and runner.count("_blocks, axis=0") == 3
-    for got, want in zip(fn(w, x, x), gradient(w, x, x), strict=True):
-        np.testing.assert_allclose(got, want, rtol=1e-4)
+    w64, x64 = w.astype(np.float64), x.astype(np.float64)  # (F32(1) in it: float32 math)
+    for got, want in zip(fn(w, x, x), gradient(w64, x64, x64), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
 def test_blocked_scatter_combines_in_one_plain_loop():

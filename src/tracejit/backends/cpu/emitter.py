@@ -40,6 +40,8 @@ from .ops import MATH, NUMBA
 
 PARALLEL_MIN_SIZE = 1 << 17  # below this, a thread launch costs more than it saves
 PARALLEL_BLOCKS = 16  # blocks of a reduced first dimension, each with partial results
+RUNNER_COMBINE_MIN = 1 << 21  # a blocked kernel whose sums the runner combines (~0.25 ms+)
+RUNNER_COMBINE_KEPT = 256  # ... and the elements such a sum keeps
 LANE_BYTES = 64  # one AVX-512 register of partial accumulators per reduction
 
 # Ops whose Numba expression already has the float type its operands share (Python's
@@ -559,8 +561,15 @@ def runner_combines(node: Node, shape: tuple[int, ...]) -> bool:
     contiguous axis is pairwise), the same bits as the kernel's combining loop, which
     costs Numba's front end more than the rest of the kernel: 0.36 -> 0.22 s for the
     two-moons step's weight-gradient kernel, five such sums. A ``max`` stays in the
-    kernel (``np.maximum`` picks between equal zeros and NaNs otherwise)."""
-    return node.op in ("sum", "prod") and math.prod(_keepdims_shape(node, shape)) >= 2
+    kernel (``np.maximum`` picks between equal zeros and NaNs otherwise), and so does the
+    combine of a kernel under ``RUNNER_COMBINE_MIN`` elements or of a sum keeping fewer
+    than ``RUNNER_COMBINE_KEPT``: the NumPy calls lengthen the gap between its launches
+    past the thread team's spin, and a wake-up then costs tens of microseconds, which
+    only a long kernel, with real work in the calls, hides (three sums of float32 columns
+    in a loop of calls: 2048 x 64, 19 -> 60 us a call; 32768 x 64, 225-254 -> 289-351
+    us; 2048 x 1024 and 4096 x 1024 within the noise, 280-420 us and 500-700 us)."""
+    return (node.op in ("sum", "prod") and math.prod(shape) >= RUNNER_COMBINE_MIN
+            and math.prod(_keepdims_shape(node, shape)) >= RUNNER_COMBINE_KEPT)
 
 
 def _share(n: str) -> str:
