@@ -64,6 +64,7 @@ def compile(graph: Graph, profile: bool = False) -> Runner:
             impl = _timed(impl, k, namespace)
         program.append((impl, [slots[v] for v in node.inputs], node))
     outputs = [slots[v] for v in graph.outputs]
+    released = _released(program, len(graph.inputs), outputs)
 
     def run(*leaves):
         env = list(leaves) + [None] * len(program)
@@ -75,6 +76,8 @@ def compile(graph: Graph, profile: bool = False) -> Runner:
                 typed = next(t for base, t in _TYPED if isinstance(e, base))
                 raise typed(str(e), location=node.loc) from None
             env[base + k] = _check(value, node)
+            for i in released[k]:
+                env[i] = None
         return [env[i] for i in outputs]
 
     steps = [StepInfo(f"node{k}", node.op, node.loc,
@@ -83,6 +86,23 @@ def compile(graph: Graph, profile: bool = False) -> Runner:
     # nothing is compiled, so the profiling variant has nothing to share
     remake = None if profile else lambda: compile(graph, profile=True)
     return Runner(run, steps, namespace=namespace, make_profiled=remake)
+
+
+def _released(program: list, inputs: int, outputs: list[int]) -> list[list[int]]:
+    """Per step, the values no later step reads (nor the graph returns), let go of once it
+    has run: the interpreter holds what is live, not every intermediate of the call, so
+    NumPy's next large array reuses the memory of one just freed instead of faulting in
+    fresh pages (each a huge-page compaction, at times, on a first call)."""
+    last = {inputs + k: k for k in range(len(program))}  # (a value no step reads: at once)
+    for k, (_, args, _) in enumerate(program):
+        for i in args:
+            last[i] = k
+    released: list[list[int]] = [[] for _ in program]
+    kept = set(outputs)
+    for i, k in last.items():
+        if i not in kept:
+            released[k].append(i)
+    return released
 
 
 def _timed(impl, step: int, namespace: dict):
