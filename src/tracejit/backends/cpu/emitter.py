@@ -555,10 +555,11 @@ _COMBINE_HEAD = ["    barrier()  # wait for every block",
 def runner_combines(node: Node, shape: tuple[int, ...]) -> bool:
     """Whether the runner folds the blocks' partial results of ``node``, a reduction over
     the first axis of a blocked scatter kernel over ``shape``, with NumPy (one
-    ``np.add.reduce(blocks, axis=0)``) rather than thread 0 in the kernel: a ``sum`` or
-    ``prod`` keeping two elements or more. NumPy then folds the blocks in order from the
-    identity (its inner loop runs along the kept elements; only a reduction along a
-    contiguous axis is pairwise), the same bits as the kernel's combining loop, which
+    ``np.add.reduce(blocks, axis=0)``, ``np.multiply`` for a product) rather than thread 0
+    in the kernel: a ``sum`` or ``prod`` (limits below). NumPy then folds the blocks in
+    order from the identity (its inner loop runs along the kept elements, two or more;
+    only a reduction along a contiguous axis is pairwise), the same bits as the kernel's
+    combining loop, which
     costs Numba's front end more than the rest of the kernel: 0.36 -> 0.22 s for the
     two-moons step's weight-gradient kernel, five such sums. A ``max`` stays in the
     kernel (``np.maximum`` picks between equal zeros and NaNs otherwise), and so does the
