@@ -7,10 +7,12 @@ where CuPy sees one, or on the emulated GPU of tools/cudasim with TRACEJIT_TEST_
 Hypothesis examples are the same on every run unless HYPOTHESIS_PROFILE=explore.
 """
 
+import faulthandler
 import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 # Tests use small arrays to exercise the kernels: compile every kernel, however small
@@ -70,6 +72,30 @@ def _private_disk_cache(tmp_path_factory):
     mp.setenv("TRACEJIT_CACHE_DIR", str(tmp_path_factory.mktemp("tracejit-cache")))
     yield
     mp.undo()
+
+
+# A test still running after this long is hung (a deadlock, say: see test_cpu_backend's
+# lock-order test): the run ends then, with every thread's traceback on stderr, rather
+# than holding CI until its own limit with nothing to show.
+HANG_S = float(os.environ.get("TRACEJIT_TEST_HANG_S", "900"))
+
+
+@pytest.fixture(autouse=True)
+def _hang_watchdog(request):
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+
+    def hung():
+        if capture is not None:  # (else the traceback would go to the test's capture)
+            capture.suspend_global_capture(in_=True)
+        sys.stderr.write(f"\n{request.node.nodeid} still runs after {HANG_S:g} s: hung\n")
+        faulthandler.dump_traceback(all_threads=True)
+        os._exit(1)
+
+    timer = threading.Timer(HANG_S, hung)
+    timer.daemon = True
+    timer.start()
+    yield
+    timer.cancel()
 
 
 @pytest.fixture(autouse=True)

@@ -371,6 +371,51 @@ def kernel(n):
     compiler.jit_kernel(source, "<kernel>")(3)
 
 
+_LOCK_ORDER = """
+import contextlib, threading, time
+from tracejit.backends.cpu import compiler
+
+head = ("from numba import types\\nfrom tracejit.backends.cpu.abi import cfunc\\n"
+        "import numpy as np\\n")
+runtime = head + "@cfunc(types.void(types.int64))\\ndef kernel(n):\\n    np.empty(n).sum()\\n"
+plain = head + "@cfunc(types.void(types.int64))\\ndef kernel(n):\\n    pass\\n"
+real, inside = compiler._llvm_opt_level, threading.Event()
+
+@contextlib.contextmanager
+def held(level):  # the JIT's compile pauses at its optimisation level
+    with real(level):
+        if threading.current_thread().name == "fallback":
+            inside.set()
+            time.sleep(0.5)  # while the caller's library compile begins
+        yield
+
+compiler._llvm_opt_level = held
+fallback = threading.Thread(target=compiler.jit_kernel, args=(runtime, "<a>"), name="fallback")
+fallback.start()
+inside.wait()
+compiler.compile_objects(plain, "<b>", ["kernel"])
+fallback.join()
+print("both compiled")
+"""
+
+
+def test_a_jit_fallback_and_a_library_compile_in_two_threads_both_finish(tmp_path):
+    """A compile worker's failed kernel is compiled by Numba's JIT (``jit_kernel``) in the
+    worker's driver thread while the caller may be compiling a library
+    (``compile_objects``): the two took Numba's compiler lock and the optimisation-level
+    lock in opposite orders and deadlocked (CI hung in ``test_numpy_more``). Forced here:
+    the JIT compile pauses inside its optimisation level while the library compile
+    starts. In a process of its own, so that a deadlock fails this test (its timeout),
+    not the rest of the suite."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRACEJIT_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", _LOCK_ORDER], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and "both compiled" in done.stdout, done.stderr
+
+
 def test_the_collector_is_off_while_kernels_compile_and_restored_after(monkeypatch):
     """A compile pauses Python's cyclic collector (its full collections walk Numba's large
     heap); the collector comes back as it was: on if it was on, off if the user had it

@@ -30,7 +30,6 @@ from . import diskcache, native
 # the same kernel speed (the two-moons step, the exp/tanh chains), in half the compile
 # time for the larger kernels (a 5000x1000 fused gradient kernel: 1.08 s -> 0.52 s).
 OPT_LEVEL = 2
-_OPT_LOCK = threading.Lock()
 _GC_LOCK = threading.Lock()
 _gc_pauses = [0, False]  # compiles under way, whether the collector was on before them
 
@@ -323,10 +322,15 @@ def _codegen():
 @contextlib.contextmanager
 def _llvm_opt_level(level: int):
     """Numba's optimisation level for the compiles inside (it reads ``config.OPT`` when
-    it builds each pass pipeline), restored afterwards for the user's own Numba code."""
+    it builds each pass pipeline), restored afterwards for the user's own Numba code.
+    It holds Numba's own compiler lock (reentrant), the one every compile inside takes:
+    a lock of its own beside that one was taken in two orders, ``jit_kernel`` (ours,
+    then Numba's, in ``numba.cfunc``) against ``compile_library`` (Numba's, then ours),
+    and deadlocked a caller's compile against a compile worker's fallback."""
     from numba.core import config
+    from numba.core.compiler_lock import global_compiler_lock
 
-    with _OPT_LOCK:
+    with global_compiler_lock:
         saved = config.OPT
         config.OPT = type(saved)(level)  # an int with an is_opt_max flag
         try:
