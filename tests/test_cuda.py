@@ -413,3 +413,19 @@ def test_full_reduction_kernel_reads_a_per_row_value_that_needs_no_reduction(cp,
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_allclose(got[1], want[1], rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(got[2], want[2])
+
+
+def test_the_runner_lets_go_of_large_intermediates(cp):
+    """Its large intermediates are released after their last launch or call (a ``del``
+    in the runner: CuPy's pool reuses the block on the same stream), the answers NumPy's."""
+    x = RNG.standard_normal(1 << 17)  # 1 MiB of float64
+
+    def chain(x):
+        return np.cumsum(np.sort(np.cumsum(np.sort(x))))[-3:]
+
+    f = tj.jit(chain)
+    with tj.device("cuda"):
+        source = f.lower(x).source
+        got = f(x)
+    assert re.search(r"^ +del t\d+", source, re.M), source
+    np.testing.assert_allclose(host(got), chain(x), rtol=1e-12)

@@ -30,6 +30,7 @@ from ...ir.registry import REGISTRY, Exactness, loop_dtypes
 from ...passes.contract import SMALL_K, split_skinny_matmuls
 from ...passes.fusion import Kernel, fuse
 from ...profiler import StepInfo
+from ..release import released
 from . import fused_steps
 from .emitter import _IMPORTS, PARALLEL_MIN_SIZE, LoopEmitter, Module
 from .lib_lines import emit_planned
@@ -260,6 +261,8 @@ def generate(graph: Graph, profile: bool = False, later: bool = False,
                       *(f"o{j}=None" for j in into)])
     mod.namespace["destinations"] = into
     outs = ", ".join(mod.name(v) for v in graph.outputs)
+    sizes = {name: _nbytes(v) for v, name in mod.names.items()}
+    body = released(body, sizes, {mod.name(v) for v in graph.outputs})
     runner = ["# runner: plain Python, calling the kernels above (as kernel<step>), C functions",
               f"def run({args}):", "    step = -1", "    try:"]
     runner += [f"        {line}" for line in body or ["pass  # nothing to compute"]]

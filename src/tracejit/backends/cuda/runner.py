@@ -23,6 +23,7 @@ from ...errors import TracejitError
 from ...ir import Graph, Value
 from ...ir.registry import REGISTRY
 from ...profiler import StepInfo
+from ..release import released
 from . import library
 from .codegen import CudaModule
 from .loops import LOOPS
@@ -101,6 +102,8 @@ def generate(graph: Graph, module: CudaModule, cupy=None, profile: bool = False,
             body += ["sync()", f"record({k}, t_start, clock() - t_start)"]
     args = ", ".join(names[v] for v in graph.inputs)
     outs = ", ".join(name(v) for v in graph.outputs)
+    body = released(body, {n: _nbytes(v) for v, n in names.items()},
+                    {name(v) for v in graph.outputs})
     src = ["# runner: plain Python, launching the kernels above through CuPy",
            f"def run({args}):", "    step = -1", "    with device:", "        try:"]
     src += [f"            {line}" for line in body or ["pass  # nothing to compute"]]
