@@ -429,28 +429,3 @@ def test_a_sync_compile_counts_its_loops_kernels(compile_log):
     (message,) = [r.getMessage() for r in compile_log.records if "compiled rnn" in r.getMessage()]
     assert "no kernels" not in message and "kernel" in message, message
 
-
-def test_the_interpreter_holds_only_what_is_live():
-    """The reference interpreter (every first call in background mode) lets go of each
-    value after its last reader: a chain of ten ops on a 4 MB array peaks near two or
-    three such arrays, not eleven, and NumPy reuses the memory just freed."""
-    import tracemalloc
-
-    def chain(x):  # (no Python loop: it would roll into a scan, interpreted on its own)
-        y = np.sqrt(np.abs(x)) * 1.5 + 1.0
-        y = np.exp(-y) - np.tanh(y) * 2.0
-        y = np.sqrt(np.abs(y)) * 0.5 + x
-        return y, y.sum()
-
-    x = np.random.default_rng(0).standard_normal(1 << 19)  # 4 MB of float64
-    f = tj.jit(chain, backend="reference")
-    f(x)  # (traced, compiled)
-    tracemalloc.start()
-    try:
-        got = f(x)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert peak < 4 * x.nbytes
-    for g, w in zip(got, chain(x), strict=True):
-        assert np.asarray(g).tobytes() == np.asarray(w).tobytes()
