@@ -19,6 +19,7 @@ allocator caches.
 from __future__ import annotations
 
 import ast
+import bisect
 
 RELEASE_MIN_BYTES = 1 << 20
 
@@ -29,10 +30,12 @@ def released(body: list[str], sizes: dict[str, int], kept: set[str]) -> list[str
     ``RELEASE_MIN_BYTES`` or more that ``body`` assigns before any use and that is not
     ``kept`` (the outputs). A launch's argument tuple (``args``) holding a released array
     goes with it where the next statement using ``args`` assigns it afresh."""
+    if all(size < RELEASE_MIN_BYTES for size in sizes.values()):
+        return body  # (nothing to release: no parse of a long unrolled runner)
     entry = [i for i, text in enumerate(body) for _ in text.split("\n")]  # line -> entry
     statements = ast.parse("\n".join(body)).body
-    loads = [_names(s, ast.Load) for s in statements]
-    stores = [_names(s, ast.Store) for s in statements]
+    named = [_names(s) for s in statements]
+    loads, stores = [n[0] for n in named], [n[1] for n in named]
     assigned_first: dict[str, bool] = {}  # (by a plain assignment, which always runs)
     last: dict[str, int] = {}  # name -> index of the last statement using it
     for k, stmt in enumerate(statements):
@@ -44,10 +47,14 @@ def released(body: list[str], sizes: dict[str, int], kept: set[str]) -> list[str
     for name, k in last.items():
         if sizes.get(name, 0) >= RELEASE_MIN_BYTES and assigned_first[name] and name not in kept:
             after.setdefault(entry[statements[k].end_lineno - 1], []).append(name)
+    on_entry: dict[int, list[int]] = {}  # body entry -> its statements
+    for k, stmt in enumerate(statements):
+        on_entry.setdefault(entry[stmt.end_lineno - 1], []).append(k)
+    with_args = [k for k in range(len(statements)) if "args" in loads[k] | stores[k]]
     for i, names in after.items():
-        here = [k for k, s in enumerate(statements) if entry[s.end_lineno - 1] == i]
+        here = on_entry[i]
         packs = any("args" in stores[k] and loads[k] & set(names) for k in here)
-        later = [k for k in range(here[-1] + 1, len(statements)) if "args" in loads[k] | stores[k]]
+        later = with_args[bisect.bisect_right(with_args, here[-1]):]
         if packs and (not later or "args" not in loads[later[0]]):
             names.append("args")
     out: list[str] = []
@@ -58,5 +65,10 @@ def released(body: list[str], sizes: dict[str, int], kept: set[str]) -> list[str
     return out
 
 
-def _names(stmt: ast.stmt, ctx: type) -> set[str]:
-    return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ctx)}
+def _names(stmt: ast.stmt) -> tuple[set[str], set[str]]:
+    """The names ``stmt`` reads, and those it assigns."""
+    loads, stores = set(), set()
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Name):
+            (stores if isinstance(node.ctx, ast.Store) else loads).add(node.id)
+    return loads, stores
