@@ -173,6 +173,9 @@ CASES.update({
                    ((3, 4),), ops=("cumsum",)),
     "cumprod": Case(lambda x: np.cumprod(x, axis=0) + x.cumprod()[-3:].sum(), [ANY], ((4, 3),),
                     ops=("cumprod",)),
+    "sort": Case(lambda x: np.sort(x, axis=-1) * np.arange(3.0) + np.sort(x, axis=1)[:, ::-1]
+                 * np.sort(x.ravel())[:9].reshape(3, 3) + np.sort(x, axis=0, kind="stable")[0],
+                 [ANY], ((3, 3, 3),), smooth=_distinct, ops=("sort",)),
     "sort_median_quantile": Case(
         lambda x: np.sort(x, axis=0) * np.median(x, axis=1)
         + np.quantile(x, [0.3, 0.8, 0.5])[:, None] + np.percentile(x, 55, axis=(0, 1))

@@ -111,6 +111,9 @@ DECISIONS: dict[str, Row] = {
     # ------------------------------------------------------------ scans, sorting
     **{op: Row(L, L, why="NumPy's sequential accumulate (the CPU has no scan template yet); "
                          "CuPy's scan on the GPU") for op in ("cumsum", "cumprod")},
+    "sort": Row(L, L, why="np.sort / cupy.sort (CuPy's is stable for every kind: NumPy's "
+                          "values, only -0.0 and 0.0 may come in another order than an "
+                          "unstable kind's)"),
     "argsort": Row(L, H, why="NumPy's sort on the CPU; CuPy sorts stably, so an argsort of "
                              "NumPy's default (unstable) kind, sampled here, runs on the host "
                              "to keep NumPy's tie order; kind='stable' (np.sort, median, "
@@ -188,6 +191,7 @@ def sample(op: str, code: str) -> Node | None:
                                    mode="same"),
         "cumsum": lambda: _node(op, [x], axis=1, dtype=None),
         "cumprod": lambda: _node(op, [x], axis=1, dtype=None),
+        "sort": lambda: _node(op, [x], axis=1, kind="quicksort"),
         "argsort": lambda: _node(op, [x], axis=1, kind="quicksort"),
         "searchsorted": lambda: _node(op, [TensorType((32,), dt), x], side="left"),
         "reshape": lambda: _node(op, [x], shape=(32, 4)),
@@ -287,7 +291,7 @@ def test_decision_is_what_the_backends_do(op):
 
 
 def test_stable_argsort_is_a_cupy_call():
-    """The stable kinds (np.sort, np.median, np.quantile use them) run on the GPU."""
+    """The stable kinds (np.median, np.quantile's gradients use them) run on the GPU."""
     for kind, want in (("stable", L), ("mergesort", L), ("quicksort", H), ("heapsort", H)):
         node = _node("argsort", [TensorType((4, 32), np.dtype("d"))], axis=1, kind=kind)
         assert decided("cuda", node) == want, kind

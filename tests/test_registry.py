@@ -184,6 +184,7 @@ OP_CASES = {
     "argmin": (lambda x: np.argmin(x, keepdims=True), (sample(np.int32, (3, 4)),)),
     "cumsum": (lambda x: np.cumsum(x, axis=1), (F32,)),
     "cumprod": (lambda x: x.cumprod(), (sample(np.int32, (3, 4)),)),
+    "sort": (lambda x: np.sort(x, axis=0), (F32,)),
     "argsort": (lambda x: np.argsort(x, axis=0, kind="stable"), (F32,)),
     "searchsorted": (lambda a, v: np.searchsorted(a, v, side="right"),
                      (np.array([-1.5, 0.0, 0.5, 2.0, np.nan]), F32)),

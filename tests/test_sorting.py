@@ -322,6 +322,29 @@ def test_argsort_ties_follow_the_kind():
         np.testing.assert_array_equal(default, np.argsort(x))
 
 
+def _sorter(axis, kind):
+    return lambda x: np.sort(x, axis=axis, kind=kind)
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_sort_gives_numpys_bits_for_every_kind(backend):
+    """np.sort is NumPy's sort of the kind asked for, not a gather through an argsort:
+    where -0.0 and 0.0 (equal) meet, their order is that kind's, and NaNs of different
+    payloads keep theirs; along each axis of a cube, and of a vector long enough for
+    NumPy's vectorised sort."""
+    rng = np.random.default_rng(3)
+    zeros = np.where(rng.random(3000) < 0.5, -0.0, 0.0)
+    payloads = np.array([0x7FF8000000000001, 0xFFF8000000000002], np.uint64).view(np.float64)
+    vector = np.concatenate([zeros, rng.standard_normal(500), payloads, zeros[:7]])
+    cube = rng.choice([-0.0, 0.0, 1.0, nan], (5, 5, 5))
+    for kind in (None, "stable", "heapsort"):
+        for x, axis in ((vector, -1), (vector.astype(np.float32), 0), (cube, 0), (cube, 1),
+                        (cube, 2)):
+            f = tj.jit(_sorter(axis, kind), backend=backend)
+            want = np.sort(x, axis=axis, kind=kind)
+            assert f(x).tobytes() == want.tobytes(), (kind, x.shape, axis)
+
+
 def test_gradients_go_through_the_gather():
     """d sort(x) / dx routes each output's gradient to the element it came from; a median
     of an even count averages the two middle ones; cumsum's gradient counts later outputs;
@@ -349,7 +372,8 @@ def test_random_shapes_axes_ties_and_nan(data):
     and NaN: the reference backend gives NumPy's values and dtypes."""
     shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=4))
     dtype = data.draw(st.sampled_from([np.float64, np.float32, np.int32]))
-    values = st.sampled_from([-1, 0, 3] if dtype == np.int32 else [-1.0, 0.0, 0.5, 2.0, nan])
+    values = st.sampled_from([-1, 0, 3] if dtype == np.int32 else
+                             [-1.0, 0.0, -0.0, 0.5, 2.0, nan])
     x = data.draw(hnp.arrays(dtype, shape, elements=values))
     axis = data.draw(st.integers(-len(shape), len(shape) - 1))
     q = data.draw(st.sampled_from([0.5, [0.0, 0.3, 1.0], np.float32(0.7)]))

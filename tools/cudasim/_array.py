@@ -444,6 +444,11 @@ def argsort(a, axis=-1, kind=None) -> ndarray:
     return _new(np.argsort(_operand(a, "argsort"), axis=axis, kind="stable"))
 
 
+def sort(a, axis=-1, kind=None) -> ndarray:
+    """``cupy.sort``: stable whatever ``kind`` says (as its argsort), NaN last."""
+    return _new(np.sort(_operand(a, "sort"), axis=axis, kind="stable"))
+
+
 def searchsorted(a, v, side="left", sorter=None) -> ndarray:
     """``cupy.searchsorted`` of a 1-d device array and a device array of values."""
     if sorter is not None:
@@ -492,7 +497,7 @@ FUNCTIONS = {
     "argmax": _arg_reduction(np.argmax, "argmax", -np.inf),
     "argmin": _arg_reduction(np.argmin, "argmin", np.inf),
     "cumsum": _scan(np.cumsum, "cumsum"), "cumprod": _scan(np.cumprod, "cumprod"),
-    "argsort": argsort, "searchsorted": searchsorted,
+    "sort": sort, "argsort": argsort, "searchsorted": searchsorted,
 }
 
 _SCATTER_ADD_DTYPES = {np.dtype(t) for t in (np.int32, np.float16, np.float32, np.float64,

@@ -358,6 +358,18 @@ def _gather_rule(g, ans, x, *idx, axis):
     return (bind("scatter_add", zeros, g, *idx, axis=axis),) + (None,) * len(idx)
 
 
+def _sort_rule(g, ans, x, *, axis, kind):
+    """As ``take_along_axis(x, argsort(x))``'s: each output's cotangent goes to the element
+    it came from, found by an argsort of the same kind (between equal values, where the
+    two sorts may pick differently, sort has no derivative)."""
+    index = bind("argsort", x, axis=axis, kind=kind)
+    idx = [index if d == axis else np.arange(n).reshape([n if e == d else 1
+                                                         for e in range(x.ndim)])
+           for d, n in enumerate(x.shape)]
+    zeros = bind("full", shape=x.shape, dtype=g.dtype, value=0)
+    return (bind("scatter_add", zeros, g, *idx, axis=0),)
+
+
 def _scatter_add_rule(g, ans, x, updates, *idx, axis):
     return (g, bind("gather", g, *idx, axis=axis)) + (None,) * len(idx)
 
@@ -441,6 +453,7 @@ VJP = {
     "concatenate": _concatenate_rule,
     "pad": _pad_rule,
     "gather": _gather_rule,
+    "sort": _sort_rule,
     "scatter_add": _scatter_add_rule,
     "update_slice": _update_slice_rule,
     "scatter": _scatter_rule,

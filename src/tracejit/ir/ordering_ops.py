@@ -1,7 +1,7 @@
-"""Registry ops for NumPy's cumulative and order functions: cumsum, cumprod, argsort,
+"""Registry ops for NumPy's cumulative and order functions: cumsum, cumprod, sort, argsort,
 searchsorted.
 
-The NumPy functions built on them (sort, partition, median, quantile, interp, digitize,
+The NumPy functions built on them (partition, median, quantile, interp, digitize,
 nancumsum, ...) are compositions at trace level (``trace/ordering.py``,
 ``trace/quantiles.py``). Each op takes its axis normalised (a non-negative int): the
 tracer ravels for ``axis=None``.
@@ -44,6 +44,11 @@ def _argsort_rule(x: TensorType, *, axis: int, kind: str) -> TensorType:
     return TensorType(x.shape, np.dtype(np.int64))
 
 
+def _sort_rule(x: TensorType, *, axis: int, kind: str) -> TensorType:
+    _argsort_rule(x, axis=axis, kind=kind)
+    return x
+
+
 def _searchsorted_rule(a: TensorType, v: TensorType, *, side: str) -> TensorType:
     if a.ndim != 1:
         raise ShapeError("object too deep for desired array" if a.ndim > 1 else
@@ -69,6 +74,12 @@ register("argsort", Kind.SORTING, _argsort_rule,
          lambda x, *, axis, kind: np.argsort(x, axis=axis, kind=kind),
          "numpy.argsort along one axis with NumPy's `kind` (NaN last); ties keep their order "
          "for the stable kinds, any order NumPy's own kind gives otherwise", grad=Grad.NONE)
+# np.sort itself, not a gather through an argsort: NumPy's own bits (which of two equal
+# values, -0.0 and 0.0, comes first is its kind's), and its speed: NumPy's default sort of
+# 4M float64 takes 32 ms, a stable argsort and a gather 560 ms.
+register("sort", Kind.SORTING, _sort_rule,
+         lambda x, *, axis, kind: np.sort(x, axis=axis, kind=kind),
+         "numpy.sort along one axis with NumPy's `kind` (NaN last)")
 register("searchsorted", Kind.SORTING, _searchsorted_rule,
          lambda a, v, *, side: np.searchsorted(a, v, side=side),
          "numpy.searchsorted(a, v, side) of a sorted 1-d `a` (NaN sorts last)",

@@ -1,9 +1,10 @@
 """NumPy's cumulative and order functions: cumsum, cumprod, sort, argsort, partition,
 searchsorted, digitize, interp (quantiles and medians are in ``quantiles.py``).
 
-They are built on the registry's ``cumsum``, ``cumprod``, ``argsort`` and ``searchsorted``
-ops, as NumPy's own definitions are: ``sort`` is ``take_along_axis(a, argsort(a))`` (so
-its gradient is a gather's), ``partition`` returns the fully sorted array (which meets
+They are built on the registry's ``cumsum``, ``cumprod``, ``sort``, ``argsort`` and
+``searchsorted`` ops, as NumPy's own definitions are: ``sort`` is NumPy's (its gradient
+goes through an argsort, as ``take_along_axis(a, argsort(a))``'s would), ``partition``
+returns the fully sorted array (which meets
 NumPy's contract: the kth element is in place, smaller ones before it, larger after),
 ``digitize`` is NumPy's ``searchsorted`` of the bins, and ``interp`` follows NumPy's
 compiled loop case by case, so its values are bit-identical.
@@ -113,20 +114,18 @@ def _no_order(name: str, order) -> None:
 
 
 def sorted_along(a, axis: int):
-    """``a`` sorted along ``axis`` (NaN last), gathered through a stable argsort so the
-    gradient of each output is the gradient of the element it came from."""
-    index = bind("argsort", a, axis=axis, kind="stable")
-    return take_along_axis(a, index, axis)
+    """``a`` sorted stably along ``axis`` (NaN last): the order of equal values, -0.0 and
+    0.0, is theirs in ``a``."""
+    return bind("sort", a, axis=axis, kind="stable")
 
 
 @implements(np.sort)
 def sort(a, axis=-1, kind=None, order=None, *, stable=None):
-    """The values do not depend on how ties are ordered, so this always sorts stably;
-    NumPy's default kind may place -0.0 and 0.0 (equal) in another order."""
+    """NumPy's sort of NumPy's ``kind``: its bits, the order of -0.0 and 0.0 included."""
     _no_order("sort", order)
-    _sort_kind(kind, stable)
+    kind = _sort_kind(kind, stable)
     a, axis = _along(a, axis)
-    return sorted_along(a, axis)
+    return bind("sort", a, axis=axis, kind=kind)
 
 
 @implements(np.argsort)

@@ -6,7 +6,9 @@ as NumPy does; gathers check their indices first, because CuPy's integer indexin
 out-of-range index around where NumPy raises IndexError (the check costs one
 synchronisation); cumsum/cumprod are CuPy's scans (tree-ordered sums: within rounding of
 NumPy's sequential ones), argsort CuPy's stable sort (so an argsort of NumPy's unstable
-kinds, whose ties NumPy orders its own way, runs on the host); correlate gathers its
+kinds, whose ties NumPy orders its own way, runs on the host); sort is CuPy's stable sort
+for every kind, NumPy's values (of equal values only -0.0 and 0.0 differ in bits, and
+their order is any kind's own; an unstable kind's may differ); correlate gathers its
 windows into a matrix for one cuBLAS product (floats only, as matmul). An op absent here,
 or with dtypes ``supported`` refuses, runs on the CPU (see the placement pass).
 
@@ -192,6 +194,7 @@ TABLE = {
     **LINALG,
     "cumsum": _scan("cumsum"),
     "cumprod": _scan("cumprod"),
+    "sort": lambda cupy, x, *, axis, kind: cupy.sort(x, axis=axis),
     "argsort": lambda cupy, x, *, axis, kind: cupy.argsort(x, axis=axis),
     "searchsorted": lambda cupy, a, v, *, side: cupy.searchsorted(a, v, side=side),
     "argmax": _arg("argmax"),
