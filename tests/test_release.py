@@ -89,3 +89,12 @@ def test_released_intermediates_of_loops_and_profiles_give_numpys_answers(backen
     with tj.profile() as report:
         np.testing.assert_allclose(f(x), body(x), rtol=1e-12)
     assert report.steps and all(s.calls == 1 for s in report.steps)
+
+
+def test_only_the_graphs_values_are_released(monkeypatch):
+    """Whatever the threshold, a runner's own names (``step``, ``args`` alone) stay."""
+    from tracejit.backends import release
+
+    monkeypatch.setattr(release, "RELEASE_MIN_BYTES", 0)
+    body = ["step = 0; t1 = lib0(a0)", "step = 1; t2 = lib1(t1)"]
+    assert release.released(body, {"t1": 8, "t2": 8}, {"t2"}) == [*body, "del t1"]

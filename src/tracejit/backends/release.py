@@ -45,7 +45,7 @@ def released(body: list[str], sizes: dict[str, int], kept: set[str]) -> list[str
             last[name] = k
     after: dict[int, list[str]] = {}  # body entry -> names released after it
     for name, k in last.items():
-        if sizes.get(name, 0) >= RELEASE_MIN_BYTES and assigned_first[name] and name not in kept:
+        if sizes.get(name, -1) >= RELEASE_MIN_BYTES and assigned_first[name] and name not in kept:
             after.setdefault(entry[statements[k].end_lineno - 1], []).append(name)
     on_entry: dict[int, list[int]] = {}  # body entry -> its statements
     for k, stmt in enumerate(statements):
