@@ -259,6 +259,17 @@ def test_documented_ties_and_edges():
     assert g(lambda x: x ** 3)(-2.0) == 12.0
 
 
+def test_fmod_gradient_counts_whole_quotients(backend):
+    """d fmod(x, y) / dy = -trunc(x / y). An explore run of test_grad_fd found the rule
+    truncating (x - fmod(x, y)) / y, which the division left at -2.9999999999999996 here:
+    the gradient was 2, not 3."""
+    x, y = -1.4761451102948775, np.array([1.9197981809019713, 0.3286737961526606,
+                                          0.4668173481756889])
+    g = tj.grad(lambda y: np.sum(np.fmod(x, y)), backend=backend)(y)
+    np.testing.assert_array_equal(g, -np.trunc(x / y))
+    np.testing.assert_array_equal(g, [0.0, 4.0, 3.0])
+
+
 def test_gather_gradient_accumulates_repeated_indices(backend):
     idx = np.array([[0, 2], [2, 2]])
 

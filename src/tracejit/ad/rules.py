@@ -485,7 +485,10 @@ def _float_power_rule(g, ans, x, y):
 
 
 def _fmod_rule(g, ans, x, y):
-    return g, _neg(_mul(g, bind("trunc", _div(bind("subtract", x, ans), y))))
+    """d fmod(x, y) / dy is minus the truncated quotient n = (x - fmod(x, y)) / y, an
+    integer that the division may leave an ulp short of it (-2.9999999999999996 for
+    fmod(-1.476, 0.467)): rounded to the nearest, not truncated."""
+    return g, _neg(_mul(g, bind("rint", _div(bind("subtract", x, ans), y))))
 
 
 DEG = 180.0 / math.pi
