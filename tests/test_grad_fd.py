@@ -176,6 +176,11 @@ CASES.update({
     "sort": Case(lambda x: np.sort(x, axis=-1) * np.arange(3.0) + np.sort(x, axis=1)[:, ::-1]
                  * np.sort(x.ravel())[:9].reshape(3, 3) + np.sort(x, axis=0, kind="stable")[0],
                  [ANY], ((3, 3, 3),), smooth=_distinct, ops=("sort",)),
+    # 20 elements a row: introselect leaves the elements between the kth unsorted, so
+    # partition's VJP is not a sort's
+    "partition": Case(lambda x: np.partition(x, [3, 10], axis=1) * np.linspace(-1.0, 2.0, 20)
+                      + np.partition(x, 1, axis=0)[0] ** 2 + np.median(x, axis=-1)[:, None],
+                      [ANY], ((2, 20),), smooth=_distinct, ops=("partition",)),
     "sort_median_quantile": Case(
         lambda x: np.sort(x, axis=0) * np.median(x, axis=1)
         + np.quantile(x, [0.3, 0.8, 0.5])[:, None] + np.percentile(x, 55, axis=(0, 1))

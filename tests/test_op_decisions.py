@@ -116,8 +116,11 @@ DECISIONS: dict[str, Row] = {
                           "unstable kind's)"),
     "argsort": Row(L, H, why="NumPy's sort on the CPU; CuPy sorts stably, so an argsort of "
                              "NumPy's default (unstable) kind, sampled here, runs on the host "
-                             "to keep NumPy's tie order; kind='stable' (np.sort, median, "
-                             "quantile) is a CuPy call"),
+                             "to keep NumPy's tie order; kind='stable' (and partition's "
+                             "gradient) is a CuPy call"),
+    **{op: Row(L, L, why="NumPy's introselect on the CPU (its bits: median and quantile "
+                         "call it with NumPy's kth lists); on the GPU CuPy's stable sort, a "
+                         "partition at every kth") for op in ("partition", "argpartition")},
     "searchsorted": Row(L, L, why="a binary search per value: np.searchsorted / "
                                   "cupy.searchsorted"),
     # ------------------------------------------------------------ contraction
@@ -193,6 +196,8 @@ def sample(op: str, code: str) -> Node | None:
         "cumprod": lambda: _node(op, [x], axis=1, dtype=None),
         "sort": lambda: _node(op, [x], axis=1, kind="quicksort"),
         "argsort": lambda: _node(op, [x], axis=1, kind="quicksort"),
+        "partition": lambda: _node(op, [x], axis=1, kth=(3, -1), kind="introselect"),
+        "argpartition": lambda: _node(op, [x], axis=0, kth=(1,), kind="introselect"),
         "searchsorted": lambda: _node(op, [TensorType((32,), dt), x], side="left"),
         "reshape": lambda: _node(op, [x], shape=(32, 4)),
         "transpose": lambda: _node(op, [x], perm=(1, 0)),

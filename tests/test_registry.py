@@ -186,6 +186,8 @@ OP_CASES = {
     "cumprod": (lambda x: x.cumprod(), (sample(np.int32, (3, 4)),)),
     "sort": (lambda x: np.sort(x, axis=0), (F32,)),
     "argsort": (lambda x: np.argsort(x, axis=0, kind="stable"), (F32,)),
+    "partition": (lambda x: np.partition(x, [0, 2], axis=1), (F32,)),
+    "argpartition": (lambda x: np.argpartition(x, -1, axis=0), (sample(np.int32, (3, 4)),)),
     "searchsorted": (lambda a, v: np.searchsorted(a, v, side="right"),
                      (np.array([-1.5, 0.0, 0.5, 2.0, np.nan]), F32)),
     "matmul": (lambda a, b: a @ b, (sample(np.int64, (3, 4)), sample(np.int64, (4, 3)))),

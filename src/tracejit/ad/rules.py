@@ -29,8 +29,8 @@ from .linalg_rules import LINALG_VJP
 NON_DIFFERENTIABLE = frozenset(
     "equal not_equal less less_equal greater greater_equal logical_and logical_or "
     "logical_xor logical_not bitwise_and bitwise_or bitwise_xor invert left_shift right_shift "
-    "isnan isinf isfinite argmax argmin any all argsort searchsorted signbit gcd lcm "
-    "bitwise_count".split()
+    "isnan isinf isfinite argmax argmin any all argsort argpartition searchsorted signbit gcd "
+    "lcm bitwise_count".split()
 )
 # Float results that are piecewise constant: the gradient is zero (it stops there).
 # A random draw is a constant to the gradient: it flows only through how the draw is used.
@@ -362,12 +362,32 @@ def _sort_rule(g, ans, x, *, axis, kind):
     """As ``take_along_axis(x, argsort(x))``'s: each output's cotangent goes to the element
     it came from, found by an argsort of the same kind (between equal values, where the
     two sorts may pick differently, sort has no derivative)."""
-    index = bind("argsort", x, axis=axis, kind=kind)
-    idx = [index if d == axis else np.arange(n).reshape([n if e == d else 1
-                                                         for e in range(x.ndim)])
-           for d, n in enumerate(x.shape)]
-    zeros = bind("full", shape=x.shape, dtype=g.dtype, value=0)
-    return (bind("scatter_add", zeros, g, *idx, axis=0),)
+    return (_scatter_along(g, bind("argsort", x, axis=axis, kind=kind), x.shape, axis),)
+
+
+def _along(index, shape: tuple[int, ...], axis: int) -> list:
+    """The index arrays of ``take_along_axis(., index, axis)`` as one gather/scatter."""
+    return [index if d == axis else np.arange(n).reshape([n if e == d else 1
+                                                          for e in range(len(shape))])
+            for d, n in enumerate(shape)]
+
+
+def _scatter_along(g, index, shape: tuple[int, ...], axis: int):
+    """Each of ``g``'s elements added to the input element ``index`` names along ``axis``."""
+    zeros = bind("full", shape=shape, dtype=g.dtype, value=0)
+    return bind("scatter_add", zeros, g, *_along(index, shape, axis), axis=0)
+
+
+def _partition_rule(g, ans, x, *, axis, kth, kind):
+    """Each output's cotangent goes to an input element of its value. An argpartition
+    need not move the elements between the kth as partition did (NumPy's vectorised
+    selections differ), so the element is found by rank: the output's rank among ``ans``
+    (a stable argsort's inverse), then the input holding that rank (a stable argsort of
+    ``x``). Equal values share their cotangents one to one."""
+    stable = {"axis": axis, "kind": "stable"}
+    rank = bind("argsort", bind("argsort", ans, **stable), **stable)
+    source = bind("gather", bind("argsort", x, **stable), *_along(rank, x.shape, axis), axis=0)
+    return (_scatter_along(g, source, x.shape, axis),)
 
 
 def _scatter_add_rule(g, ans, x, updates, *idx, axis):
@@ -454,6 +474,7 @@ VJP = {
     "pad": _pad_rule,
     "gather": _gather_rule,
     "sort": _sort_rule,
+    "partition": _partition_rule,
     "scatter_add": _scatter_add_rule,
     "update_slice": _update_slice_rule,
     "scatter": _scatter_rule,

@@ -1,13 +1,14 @@
-"""np.median, and np.quantile / np.percentile with static levels: a sort along the axis,
-gathers at the order statistics and NumPy's interpolation, step by step.
+"""np.median, and np.quantile / np.percentile with static levels: NumPy's partition along
+the axis, gathers at the order statistics and NumPy's interpolation, step by step.
 
 With static quantile levels ``q`` (known while tracing, like a shape) the virtual
 indexes, neighbouring indexes and interpolation weights are computed by NumPy's own
 helpers (``numpy.lib._function_base_impl``) from ``q`` and the axis length, so every
 method NumPy has gives NumPy's indexes, and ``_lerp`` is NumPy's arithmetic in NumPy's
-order: results are bit-identical on the reference backend. NumPy partitions where this
-sorts; the order statistics are the same. The gradient flows through the gathers to the
-elements picked (a tie gives it to the element the stable sort put there, as JAX does).
+order. The partition is NumPy's introselect with the kth list NumPy's ``_median`` and
+``_quantile`` pass it, so where -0.0 and 0.0 (or two NaN payloads) tie, the one picked is
+NumPy's too: results are bit-identical on the reference backend. The gradient flows through
+the gathers to the elements picked (between tied elements, to one of them).
 The public np.quantile and np.percentile are in ``traced_quantiles.py``, which also takes
 traced levels.
 """
@@ -21,7 +22,7 @@ from ..errors import DTypeError, ShapeError, UnsupportedOperation
 from ..ir.ops import normalize_axis
 from .core import bind
 from .numpy_api import _scalar_result, aval, basic_index, implements, mean, moveaxis, reshape
-from .ordering import as_array, sorted_along
+from .ordering import as_array, partitioned
 
 
 def _axes(axis, ndim: int) -> tuple[int, ...] | None:
@@ -80,19 +81,23 @@ def _quantile(arr, q: np.ndarray, axis: int, method: str, weak_q: bool):
     n = aval(arr).shape[axis]
     if axis != 0:
         arr = moveaxis(arr, axis, 0)
-    ordered = sorted_along(arr, 0)
     props = _npq._QuantileMethods[method]
     virtual = np.asanyarray(props["get_virtual_index"](n, q))
+    inexact = aval(arr).dtype.kind == "f"  # complex is refused; NaN would sort last
     if props["fix_gamma"] is None or (method == "linear" and virtual.dtype.kind in "iu"):
+        kth = [*virtual.ravel(), -1] if inexact else virtual.ravel()
+        ordered = partitioned(arr, kth, 0)
         result = bind("gather", ordered, virtual, axis=0)
     else:
         prev, nxt = _npq._get_indexes(np.empty(0, aval(arr).dtype), virtual, n)
+        ordered = partitioned(arr, np.unique(np.concatenate(([0, -1], prev.ravel(),
+                                                             nxt.ravel()))), 0)
         gamma = _npq._get_gamma(virtual, prev, props)
         gamma = float(gamma) if weak_q else gamma.reshape(
             virtual.shape + (1,) * (aval(arr).ndim - 1))
         result = _lerp(bind("gather", ordered, prev, axis=0),
                        bind("gather", ordered, nxt, axis=0), gamma)
-    if aval(arr).dtype.kind == "f" and n:  # NaN sorts last: a slice with one gives NaN
+    if inexact and n:  # NaN is partitioned last: a slice with one gives NaN
         last = bind("gather", ordered, np.int64(-1), axis=0)
         result = bind("where", bind("isnan", last),
                       bind("convert", last, dtype=aval(result).dtype), result)
@@ -141,7 +146,10 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     axes = _axes(axis, t.ndim)
     arr, ax = _merged(a, axes)
     n = aval(arr).shape[ax]
-    ordered = sorted_along(arr, ax)
+    kth = [n // 2 - 1, n // 2] if n % 2 == 0 else [(n - 1) // 2]
+    if t.dtype.kind in "fc":  # NaN is partitioned last: NumPy looks at the last element
+        kth.append(-1)
+    ordered = partitioned(arr, kth, ax)
     mid = n // 2
     key = [slice(None)] * aval(arr).ndim
     key[ax] = slice(mid, mid + 1) if n % 2 else slice(mid - 1, mid + 1)

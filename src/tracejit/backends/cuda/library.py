@@ -8,7 +8,9 @@ synchronisation); cumsum/cumprod are CuPy's scans (tree-ordered sums: within rou
 NumPy's sequential ones), argsort CuPy's stable sort (so an argsort of NumPy's unstable
 kinds, whose ties NumPy orders its own way, runs on the host); sort is CuPy's stable sort
 for every kind, NumPy's values (of equal values only -0.0 and 0.0 differ in bits, and
-their order is any kind's own; an unstable kind's may differ); correlate gathers its
+their order is any kind's own; an unstable kind's may differ); partition and argpartition
+are the same stable sorts, a partition at every kth (NumPy's values at the kth; NumPy leaves
+the other elements in no promised order); correlate gathers its
 windows into a matrix for one cuBLAS product (floats only, as matmul). An op absent here,
 or with dtypes ``supported`` refuses, runs on the CPU (see the placement pass).
 
@@ -196,6 +198,9 @@ TABLE = {
     "cumprod": _scan("cumprod"),
     "sort": lambda cupy, x, *, axis, kind: cupy.sort(x, axis=axis),
     "argsort": lambda cupy, x, *, axis, kind: cupy.argsort(x, axis=axis),
+    # A sort is a partition at every kth: the order statistics are NumPy's values
+    "partition": lambda cupy, x, *, axis, kth, kind: cupy.sort(x, axis=axis),
+    "argpartition": lambda cupy, x, *, axis, kth, kind: cupy.argsort(x, axis=axis),
     "searchsorted": lambda cupy, a, v, *, side: cupy.searchsorted(a, v, side=side),
     "argmax": _arg("argmax"),
     "argmin": _arg("argmin"),
