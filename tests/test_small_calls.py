@@ -91,6 +91,40 @@ def test_reductions_stay_numpy_and_the_elementwise_ops_between_them_compile(defa
     assert f(x, w) == first == weighted_var(x, w)
 
 
+def _planned(f, *args) -> list[tuple[str, str]]:
+    _, planned = cpu.planned_steps(f.lower(*args).optimized_graph)
+    return [(s.name.rstrip("0123456789"), ", ".join(n.op for n in s.nodes)) for s in planned]
+
+
+def test_a_scalar_computed_between_elementwise_ops_does_not_split_their_kernel(default_policy):
+    """``1.4826 * mad`` (0-d: a NumPy call) is computed before the loop, so the division by
+    it joins the clip and the subtraction: one pass over ``x``. It read a constant taken
+    after the subtraction, came after the loop kernel, and the division, alone in a kernel
+    after it, was a second NumPy pass."""
+    def scaled(x, lo, hi, med, mad):
+        return (np.clip(x, lo, hi) - med) / (1.4826 * mad)
+
+    x = np.linspace(-1.0, 2.0, 10_000)
+    args = (x, np.float64(0.1), np.float64(0.9), np.float64(0.5), np.float64(0.25))
+    f = tj.jit(scaled)
+    assert _planned(f, *args) == [("lib", "multiply"), ("kernel", "clip, subtract, true_divide")]
+    np.testing.assert_array_equal(f(*args), scaled(*args))
+
+
+def test_a_small_kernel_leaves_before_its_large_neighbours_are_judged(default_policy):
+    """The (3,)-element sum between ``x * 2`` and the division splits them into two lone
+    kernels, each not worth compiling alone; once the small kernel is NumPy calls, taken
+    first, the two join: one kernel, where all five steps were NumPy calls."""
+    def f(x, v):
+        return (x * 2.0) / (v * 3.0 + 1.0).sum()
+
+    x, v = np.linspace(0.0, 1.0, 10_000), np.arange(3.0)
+    jitted = tj.jit(f)
+    assert _planned(jitted, x, v) == [("lib", "multiply"), ("lib", "add"), ("lib", "sum"),
+                                      ("kernel", "multiply, true_divide")]
+    np.testing.assert_array_equal(jitted(x, v), f(x, v))
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
 @pytest.mark.parametrize("n", [1, 3, 8])
 def test_slogdet_is_one_numpy_call(dtype, n):

@@ -129,8 +129,9 @@ def library_early(nodes: list[Node], fusible: Callable[[Node], bool]) -> list[No
     """``nodes`` in a topological order that takes each library node as soon as the nodes
     it reads are taken (the rest keep their order): a slice read by the third add of
     ``a[:-2] + a[2:] + a[1:-1]`` no longer comes between the adds and splits their loop
-    kernel in two. Nodes with an effect (random draws) keep their order among themselves:
-    each waits for the one before it, so the generator is drawn from as NumPy would."""
+    kernel in two, nor does the 0-d ``1.5 * d`` read by ``(x - m) / (1.5 * d)``. Nodes
+    with an effect (random draws) keep their order among themselves: each waits for the
+    one before it, so the generator is drawn from as NumPy would."""
     made = {n.out: i for i, n in enumerate(nodes)}
     users: list[list[int]] = [[] for _ in nodes]
     waiting = [0] * len(nodes)
@@ -145,9 +146,9 @@ def library_early(nodes: list[Node], fusible: Callable[[Node], bool]) -> list[No
             waiting[i] += 1
 
     def rank(i: int) -> tuple[int, int]:
-        n = nodes[i]
-        library = n.op != "constant" and (not fusible(n) or _loop_shape(n) is None)
-        return (0 if library else 1, i)
+        n = nodes[i]  # a constant is no work: taken at once, so its readers are ready
+        early = n.op == "constant" or not fusible(n) or _loop_shape(n) is None
+        return (0 if early else 1, i)
 
     ready = [rank(i) for i in range(len(nodes)) if not waiting[i]]
     heapq.heapify(ready)

@@ -105,8 +105,11 @@ def partition(graph: Graph, later: bool = False,
     kernels = fuse(graph, fusible)
     numpy_calls: set[Node] = set()
     while True:  # (a few rounds at most: each one takes nodes out of the kernels)
-        more = {n for k in kernels if k.kind == "loop" and not worth_compiling(k, later)
-                for n in _left_to_numpy(k, later)} - numpy_calls
+        unworthy = [k for k in kernels if k.kind == "loop" and not worth_compiling(k, later)]
+        # Small kernels leave first: ``(x * 2) / v.sum()`` with a small ``v`` is split
+        # in two around the sum's kernel, and the halves join once the sum is NumPy's
+        small = [k for k in unworthy if math.prod(k.shape) < config.min_kernel_size]
+        more = {n for k in small or unworthy for n in _left_to_numpy(k, later)}
         if not more:
             return graph, kernels
         numpy_calls |= more  # fuse again without them: they become library steps
