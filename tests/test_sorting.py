@@ -251,6 +251,7 @@ ERRORS = {
     "partition_kth": (lambda x: np.partition(x, 5), ValueError),
     "partition_kth_negative": (lambda x: np.argpartition(x, -6, axis=1), ValueError),
     "partition_kth_float": (lambda x: np.partition(x, 1.0), TypeError),
+    "partition_kth_bool": (lambda x: np.argpartition(x, [True], axis=0), ValueError),
     "quantile_range": (lambda x: np.quantile(x, 1.5), ValueError),
     "quantile_negative": (lambda x: np.quantile(x, [0.5, -0.1]), ValueError),
     "percentile_range": (lambda x: np.percentile(x, 150), ValueError),

@@ -149,6 +149,8 @@ def _kth(kth, n: int, size: int) -> tuple[int, ...]:
         raise ConcretizationError("np.partition with a traced kth", hint="pass kth as a "
                                   "static int or a list of them")
     kths = np.asarray(kth)
+    if kths.dtype.kind == "b":
+        raise ShapeError("Booleans unacceptable as partition index")
     if kths.dtype.kind not in "iu":
         raise DTypeError("Partition index must be integer")
     out = tuple(int(k) for k in kths.ravel())
