@@ -232,6 +232,57 @@ def test_batched_map_gradient_matches_finite_differences(backend):
     assert maps == []
 
 
+def maps_in(graph: Graph) -> list[str]:
+    """The scans of ``graph`` (bodies included) that are maps: loops batch_maps left."""
+    return [n.op for n, _ in all_nodes(graph) if n.op == "scan" and batch.is_map(n.attrs["loop"])]
+
+
+def _inner_scans(x, C, W):
+    """A map body holding a scan of its own: the slice is a const of the inner body and
+    the carry's start; C (unbatched) is scanned; the ys are stacked per step; the second
+    scan runs over the slice's rows (batched xs)."""
+    h, ys = lax.scan(lambda h, c: (np.tanh(h * c + x), h * 2.0), x, C)
+    s, zs = lax.scan(lambda s, row: (s + row @ W, s.sum()), np.zeros(3), x.reshape(3, 3))
+    return h, ys, s, zs
+
+
+def _inner_scans_loop(X, C, W):
+    outs = []
+    for x in X:
+        h, ys = x, []
+        for c in C:
+            ys.append(h * 2.0)
+            h = np.tanh(h * c + x)
+        s, zs = np.zeros(3), []
+        for row in x.reshape(3, 3):
+            zs.append(s.sum())
+            s = s + row @ W
+        outs.append((h, np.stack(ys), s, np.stack(zs)))
+    return tuple(np.stack(o) for o in zip(*outs, strict=True))
+
+
+def test_a_scan_inside_a_map_body_is_batched_with_it(backend):
+    """JAX's vmap of a scan: the map goes, its inner scans stay, over batched carries
+    (an explore run found the roll pass turning a body's four repeated steps into such an
+    inner scan, after which the map could not be batched and ran as a loop)."""
+    X, C, W = arr(9, 9), arr(4, 9), arr(3, 3)
+    fn = tj.jit(lambda X, C, W: lax.map(lambda x: _inner_scans(x, C, W), X), backend=backend)
+    for got, want in zip(fn(X, C, W), _inner_scans_loop(X, C, W), strict=True):
+        close(got, want)
+    graph = fn.lower(X, C, W).optimized_graph
+    assert maps_in(graph) == [] and loops_in(graph) == ["scan", "scan"]
+
+    def repeated(x):
+        for _ in range(5):
+            x = np.abs(x) - 0.5
+        return x
+
+    rolled = tj.jit(lambda X: lax.map(repeated, X), backend=backend)
+    close(rolled(X), np.stack([repeated(x) for x in X]))
+    graph = rolled.lower(X).optimized_graph
+    assert maps_in(graph) == [] and loops_in(graph) == ["scan"]
+
+
 def test_batching_skips_a_body_with_an_effect(monkeypatch):
     monkeypatch.setattr(batch, "has_effect", lambda node: node.op == "tanh")
     X = arr(3, 3)
@@ -290,7 +341,7 @@ def _check_drawn(program, backend):
     xs, W = arr(length, *shape), arr(n, n)
     fn = tj.jit(lambda xs, W: lax.map(lambda x: body(x, W), xs), backend=backend)
     close(fn(xs, W), _loop(body, xs, [W]))
-    assert loops_in(fn.lower(xs, W).optimized_graph) == []
+    assert maps_in(fn.lower(xs, W).optimized_graph) == []  # (repeated steps roll: a scan)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -12,6 +12,10 @@ batched along axis 0 (the axis the scan stacks its ``ys`` along), so rules read 
 batched at 0 or not at all. Ops whose inputs are all unbatched are copied out as they are
 (the work runs once, as hoisting would do).
 
+A scan inside the body (a ``lax.scan`` of its own, or repeated steps the roll pass rolled
+into one) is batched as JAX's vmap of a scan: one scan over the stacked values, whose
+body is batched in turn, each carry batched where its start or a step makes it so.
+
 A scan is a map when its body hands every carry back unchanged (``n_carry == 0`` in
 ``lax.map``): its final carry is the initial one, and its ``ys`` are the body's outputs
 stacked. ``reverse`` changes nothing (a step's slice is stored at its own index either
@@ -246,30 +250,11 @@ def _batched(node: Node) -> tuple[list[Node], list[Value]] | None:
         return None
     body, fixed = loop.body, loop.n_consts + loop.n_carry
     b = _Batcher(loop.length, node.loc)
-    env: dict[Value, tuple[Value, int | None]] = {
-        v: (x, None if i < fixed else 0)
-        for i, (v, x) in enumerate(zip(body.inputs, node.inputs, strict=True))}
-    for n in body.nodes:
-        args = [env[v][0] for v in n.inputs]
-        dims = [env[v][1] for v in n.inputs]
-        b.loc = n.loc
-        if has_effect(n):
-            return _stays(node, n, "it has an effect")
-        if all(d is None for d in dims):  # the same at every step: once, outside
-            env[n.out] = (b.emit(n.op, args, **n.attrs), None)
-            continue
-        rule = _rule(n.op)
-        if rule is None:
-            return _stays(node, n, "no batching rule")
-        try:
-            out = rule(b, n, args, dims)
-        except TracejitError as e:  # a rule's mistake: the loop stays, as it was
-            return _stays(node, n, f"its batched form is rejected: {e.message}")
-        want = TensorType((loop.length, *n.out.type.shape), n.out.type.dtype)
-        if out is None or out.type != want:
-            return _stays(node, n, "no batching rule for these operands" if out is None
-                          else f"the batched form gives {out.type}, not {want}")
-        env[n.out] = (out, 0)
+    env: Env = {v: (x, None if i < fixed else 0)
+                for i, (v, x) in enumerate(zip(body.inputs, node.inputs, strict=True))}
+    failed = _batch_nodes(b, body.nodes, env)
+    if failed is not None:
+        return _stays(node, *failed)
     b.loc = node.loc
     outs = list(node.inputs[loop.n_consts:fixed])  # the carries, unchanged
     for v, t in zip(body.outputs[loop.n_carry:], loop.result_types()[loop.n_carry:],
@@ -279,6 +264,104 @@ def _batched(node: Node) -> tuple[list[Node], list[Value]] | None:
         if outs[-1].type != t:
             return _stays(node, None, f"a result would be {outs[-1].type}, not {t}")
     return b.nodes, outs
+
+
+Env = dict[Value, tuple[Value, "int | None"]]  # a body's value -> (its batched form, axis)
+
+
+def _batch_nodes(b: _Batcher, nodes: list[Node], env: Env) -> tuple[Node, str] | None:
+    """Emit the batched form of ``nodes`` (a body's) with ``b``, filling ``env``; the node
+    that has none, and why, if one has none."""
+    loops: dict[Value, list[tuple[Value, int | None]]] = {}  # an inner scan's results
+    for n in nodes:
+        if n.op == "loop_output" and n.inputs[0] in loops:
+            env[n.out] = loops[n.inputs[0]][n.attrs["index"]]
+            continue
+        args = [env[v][0] for v in n.inputs]
+        dims = [env[v][1] for v in n.inputs]
+        b.loc = n.loc
+        if has_effect(n):
+            return n, "it has an effect"
+        if all(d is None for d in dims):  # the same at every step: once, outside
+            env[n.out] = (b.emit(n.op, args, **n.attrs), None)
+            continue
+        if n.op == "scan":
+            results = _inner_scan(b, n, args, dims)
+            if isinstance(results, str):
+                return n, results
+            loops[n.out] = results
+            continue
+        rule = _rule(n.op)
+        if rule is None:
+            return n, "no batching rule"
+        try:
+            out = rule(b, n, args, dims)
+        except TracejitError as e:  # a rule's mistake: the loop stays, as it was
+            return n, f"its batched form is rejected: {e.message}"
+        want = TensorType((b.length, *n.out.type.shape), n.out.type.dtype)
+        if out is None or out.type != want:
+            return n, ("no batching rule for these operands" if out is None
+                       else f"the batched form gives {out.type}, not {want}")
+        env[n.out] = (out, 0)
+    return None
+
+
+def _batched_inputs(body: Graph, batched: list[bool]) -> list[bool]:
+    """Which of ``body``'s outputs depend on its ``batched`` inputs."""
+    seen = {v for v, bt in zip(body.inputs, batched, strict=True) if bt}
+    for n in body.nodes:
+        if any(v in seen for v in n.inputs):
+            seen.add(n.out)
+    return [v in seen for v in body.outputs]
+
+
+def _swap01(b: _Batcher, x: Value) -> Value:
+    """``x`` with its first two axes swapped (a stack of scanned arrays <-> a scanned
+    array of stacks)."""
+    return b.emit("transpose", [x], perm=(1, 0, *range(2, x.type.ndim)))
+
+
+def _inner_scan(b: _Batcher, node: Node, args: list[Value],
+                dims: list[int | None]) -> list[tuple[Value, int | None]] | str:
+    """A scan inside a map body (a loop the roll pass made of repeated steps, say) as one
+    scan over batched values, JAX's vmap of a scan: its body batched in turn, each carry
+    batched where its start or the body makes it so, scanned inputs and stacked outputs
+    with the batch axis second while the scan runs. The results with their batch axes,
+    or why it has no batched form."""
+    loop: Scan = node.attrs["loop"]
+    nc, nk = loop.n_consts, loop.n_carry
+    flags = [d is not None for d in dims]
+    while True:  # a carry is batched if its start is, or a step makes it so
+        out = _batched_inputs(loop.body, flags)
+        more = [flags[nc + j] or out[j] for j in range(nk)]
+        if more == flags[nc:nc + nk]:
+            break
+        flags[nc:nc + nk] = more
+    inputs = []
+    for i, (x, d, bt) in enumerate(zip(args, dims, flags, strict=True)):
+        if bt and d is None:
+            x = b.stack(x)
+        inputs.append(_swap01(b, x) if bt and i >= nc + nk else x)
+    inner = _Batcher(b.length, node.loc)
+    params = [Value(TensorType(x.type.shape[1:], x.type.dtype, x.type.weak)
+                    if i >= nc + nk else x.type) for i, x in enumerate(inputs)]
+    env: Env = {v: (p, 0 if bt else None)
+                for v, p, bt in zip(loop.body.inputs, params, flags, strict=True)}
+    failed = _batch_nodes(inner, loop.body.nodes, env)
+    if failed is not None:
+        return f"its inner loop cannot be batched: {failed[1]} ({failed[0].op})"
+    outs = []
+    for j, v in enumerate(loop.body.outputs):
+        x, d = env[v]
+        outs.append(inner.stack(x) if d is None and (j >= nk or flags[nc + j]) else x)
+    body = Graph(params, inner.nodes, outs, loop.body.name)
+    scan = Scan(body, nc, nk, loop.length, loop.reverse, loop.truncate)
+    res = b.emit("scan", inputs, loop=scan)
+    results = []
+    for i, t in enumerate(scan.result_types()):
+        x = b.emit("loop_output", [res], index=i, type=t)
+        results.append((_swap01(b, x), 0) if i >= nk else (x, 0 if flags[nc + i] else None))
+    return results
 
 
 def _stays(node: Node, at: Node | None, why: str) -> None:
