@@ -753,7 +753,9 @@ def test_random_program_matches_numpy(backend):
     run_examples(backend, test, prog=programs(exact_math=exact(backend)))
 
 
-def test_second_call_with_new_values_is_correct(backend):
+def run_twice(backend: str) -> None:
+    """Random programs jitted on ``backend``, each called twice: on its inputs, then on
+    new values in drawn layouts."""
     def test(prog, data):
         f = tj.jit(prog.function(), backend=backend)
         check_call(f, prog, prog.inputs, prog.layouts)
@@ -761,6 +763,10 @@ def test_second_call_with_new_values_is_correct(backend):
         check_call(f, prog, inputs, data.draw(layouts(inputs)))
 
     run_examples(backend, test, prog=programs(exact_math=exact(backend)), data=st.data())
+
+
+def test_second_call_with_new_values_is_correct(backend):
+    run_twice(backend)
 
 
 def test_random_programs_with_every_intermediate_released(backend, monkeypatch):
@@ -771,14 +777,7 @@ def test_random_programs_with_every_intermediate_released(backend, monkeypatch):
     from tracejit.backends import release
 
     monkeypatch.setattr(release, "RELEASE_MIN_BYTES", 0)
-
-    def test(prog, data):
-        f = tj.jit(prog.function(), backend=backend)
-        check_call(f, prog, prog.inputs, prog.layouts)
-        inputs = [data.draw(values_like(x)) for x in prog.inputs]
-        check_call(f, prog, inputs, data.draw(layouts(inputs)))
-
-    run_examples(backend, test, prog=programs(exact_math=exact(backend)), data=st.data())
+    run_twice(backend)
 
 
 def test_python_scalar_argument_can_change_between_calls(backend):
