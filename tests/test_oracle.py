@@ -520,9 +520,93 @@ def clip(c, values, x: Ref) -> list[Step]:
     return [call("clip", (x,), same(lambda e: e), lo, hi)]
 
 
+def axis_of(c, ndim: int):
+    """An axis to sort or select along: any int (negative too) or None (flattened)."""
+    return c.choice([-1, *range(ndim), *range(-ndim, -1), None] if ndim else [None, 0])
+
+
+def along(axis, fn: Callable, keepdims: bool = False) -> Callable:
+    """``fn`` (max, say) of a value along ``axis``, 0 for an empty axis."""
+    return lambda e: fn(np.asarray(e, np.float64), axis=axis, keepdims=keepdims, initial=0.0)
+
+
+def order_rule(axis, keepdims: bool, ulps: float) -> Rule:
+    """An order statistic (a sorted element, a median, an interpolated quantile) moves by
+    at most its axis's largest error; interpolating rounds by ``ulps`` eps of the axis's
+    largest magnitude."""
+    def rule(eps, xs, es, r):
+        big = along(axis, np.max, keepdims)
+        return big(es[0]) + ulps * eps * big(mag(xs[0]))
+
+    return rule
+
+
+def ranks_rule(axis) -> Rule:
+    """Ranks (argsort, argmax) are exact when every two elements of an axis are further
+    apart than their errors could move them, as comparisons are."""
+    def rule(eps, xs, es, r):
+        x, e = np.asarray(xs[0], np.float64), np.broadcast_to(es[0], np.shape(xs[0]))
+        if axis is None:
+            x, e = x.ravel(), e.ravel()
+        else:  # (the axis last)
+            x, e = np.moveaxis(x, axis, -1), np.moveaxis(e, axis, -1)
+        order = np.argsort(x, axis=-1, kind="stable")
+        x, e = np.take_along_axis(x, order, -1), np.take_along_axis(e, order, -1)
+        gap = x[..., 1:] - x[..., :-1]
+        scale = np.maximum(mag(x[..., 1:]), mag(x[..., :-1]))
+        if not np.all(gap > 2 * SLACK * (e[..., 1:] + e[..., :-1]) + 8 * eps * scale):
+            return None
+        return 0.0
+
+    return rule
+
+
+def cumulative_rule(axis) -> Rule:
+    """Running sums: the sum rule at every prefix, in any summation order."""
+    def rule(eps, xs, es, r):
+        (x,), (e,) = xs, es
+        e = np.broadcast_to(e, np.shape(x))
+        n = np.size(x) if axis is None else np.shape(x)[axis]
+        return np.cumsum(e, axis=axis) + n * eps * np.cumsum(mag(x), axis=axis)
+
+    return rounded(2, rule)
+
+
+def ordering(c, values, x: Ref) -> list[Step]:
+    """Order statistics of inexact values: sort, a partition's kth element, median,
+    quantile, percentile, argsort, argmax; and running sums."""
+    ndim = np.ndim(values[x.index])
+    axis = axis_of(c, ndim)
+    kind = c.choice(["sort", "partition", "median", "quantile", "percentile", "argsort",
+                     "argmax", "cumsum"])
+    if kind == "sort":
+        return [call("sort", (x,), order_rule(axis, axis is not None, 0), axis=axis)]
+    if kind == "partition" and isinstance(axis, int) and ndim:
+        n = np.shape(values[x.index])[axis]
+        k = c.integer(0, max(n - 1, 0))
+        key = [":"] * (axis % ndim) + [str(k)]
+        pick = (slice(None),) * (axis % ndim) + (k,)
+        return [Step(f"np.partition({{0}}, {k}, axis={axis})[{', '.join(key)}]",
+                     lambda v: np.partition(v, k, axis=axis)[pick], (x,),
+                     order_rule(axis, False, 0))]
+    if kind in ("median", "quantile", "percentile"):
+        keepdims = bool(c.integer(0, 1))
+        if kind == "median":
+            return [call("median", (x,), order_rule(axis, keepdims, 2), axis=axis,
+                         keepdims=keepdims)]
+        q = c.choice([0.25, 0.5, 0.0, 1.0, (0.25, 0.75), 0.875])
+        if kind == "percentile":
+            q = tuple(100 * v for v in q) if isinstance(q, tuple) else 100 * q
+        return [call(kind, (x,), order_rule(axis, keepdims, 4), q, axis=axis,
+                     keepdims=keepdims)]
+    if kind in ("argsort", "argmax"):
+        return [call(kind, (x,), ranks_rule(axis), axis=axis)]
+    return [call("cumsum", (x,), cumulative_rule(axis), axis=axis)]
+
+
 # Hypothesis shrinks a choice toward the first option: the interesting ones come first.
 FAMILIES = [row_pattern, binary, unary, structural, row_pattern, reduction, unary, binary,
-            structural, matmul, select, clip]
+            structural, matmul, select, clip, ordering]
 
 # Input shapes in terms of n (and m, which is usually n): equal dimensions are where a value
 # indexed along the wrong axis still fits.
@@ -654,8 +738,9 @@ def test_random_program_matches_oracle(backend):
 
 
 def test_random_programs_draw_what_they_should():
-    """The generator reaches what the oracle is for: reductions consumed later, broadcasting
-    between equal dimensions, size 0, both dtypes (checked over a seeded sample)."""
+    """The generator reaches what the oracle is for: reductions and order statistics
+    consumed later, broadcasting between equal dimensions, size 0, both dtypes (checked
+    over a seeded sample)."""
     texts, dtypes, empty = [], set(), 0
     for seed in range(200):
         prog = build(RandomChooser(random.Random(seed)))
@@ -664,7 +749,9 @@ def test_random_programs_draw_what_they_should():
         empty += any(x.size == 0 for x in prog.inputs)
     source = "\n".join(texts)
     for needle in ("keepdims=True", "axis=-1", "axis=None", "axis=(", "np.where", " @ ",
-                   ".max(", "np.exp(", " / ", ".T", "reshape"):
+                   ".max(", "np.exp(", " / ", ".T", "reshape", "np.sort(", "np.partition(",
+                   "np.median(", "np.quantile(", "np.percentile(", "np.argsort(", "np.argmax(",
+                   "np.cumsum("):
         assert needle in source, needle
     assert dtypes == {"float32", "float64"} and empty > 0
 
