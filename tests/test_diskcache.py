@@ -74,10 +74,16 @@ def populated(tmp_path_factory):
     return root
 
 
+def kernel_entries(root: Path) -> list:
+    """The kernel entries of the cache at ``root``, not the images of the math subroutines
+    kernels call, saved there too by the first process (test) to compile them."""
+    return [e for e in diskcache.entries(root) if (e.directory / "kernels.py").exists()]
+
+
 @pytest.fixture
 def entry(populated, cache) -> Path:
     """A copy of the populated entry in this test's own cache directory."""
-    (src,) = (e.directory for e in diskcache.entries(populated))
+    (src,) = (e.directory for e in kernel_entries(populated))
     return Path(shutil.copytree(src, cache / src.name))
 
 
@@ -136,6 +142,34 @@ def test_the_runtime_object_is_built_once_per_cache_and_again_when_removed(cache
     assert runtime.exists()
     assert run_fresh(lambda x, y: np.cos(x * y - 0.5)) == {"loaded": 1, "compiled": 0,
                                                            "discarded": 0}
+
+def test_the_c_files_build_beside_numbas_compile_once(cache, monkeypatch):
+    """A compile into an empty cache builds the runtime object on a thread of its own
+    while Numba compiles (``kernels._build_c_meanwhile``), and code needing a C file
+    meanwhile waits for that build rather than starting a second one."""
+    builds = []
+    build_c = cpu.native.build_c
+
+    def slow(source, path, kind):
+        builds.append((kind, threading.current_thread().name))
+        time.sleep(0.2)
+        build_c(source, path, kind)
+
+    monkeypatch.setattr(cpu.native, "build_c", slow)
+    assert run_fresh()["compiled"] == 1
+    assert builds == [("runtime", "tracejit-build-c")]
+    (runtime,) = cache.glob("runtime-*.o")
+    runtime.unlink()
+    builds.clear()
+    got = []
+    ask = lambda: got.append(diskcache.built_c(cpu.native.RUNTIME_C, "runtime"))
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(builds) == 1 and got == [runtime] * 4 and runtime.exists()
+
 
 def test_truncated_source_is_discarded_and_recompiled(entry):
     path = entry / "kernels.py"
@@ -459,8 +493,8 @@ def test_a_loaded_entry_is_used_and_outlives_an_older_unused_one(entry, monkeypa
 
 
 def test_the_cap_holds_after_a_write_and_spares_the_new_entry(populated, cache, monkeypatch):
-    (src,) = (e.directory for e in diskcache.entries(populated))
-    chain_size = diskcache.entries(populated)[0].size
+    (chain,) = kernel_entries(populated)
+    src, chain_size = chain.directory, chain.size
     now = time.time()
     fakes = [_fake_entry(cache, n, 100_000, now - 100 * (4 - n)) for n in (1, 2, 3)]
     monkeypatch.setenv("TRACEJIT_CACHE_MAX", str(chain_size + 150_000))

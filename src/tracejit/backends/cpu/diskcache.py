@@ -55,6 +55,7 @@ import shutil
 import stat
 import sys
 import tempfile
+import threading
 import time
 import uuid
 import warnings
@@ -665,15 +666,19 @@ def built_c(source: str, kind: str, root: Path | None = None) -> Path:
     tag = hashlib.sha256(f"{source}{sys.implementation.cache_tag}{sys.platform}"
                          .encode()).hexdigest()[:16]
     path = (cache_dir() if root is None else root) / f"{kind}-{tag}{suffix}"
-    if enabled() and path.exists() and _distrust(path) is None:
-        return path
-    if not enabled() or path.exists():
-        path = _process_folder() / path.name
-        if path.exists():
+    with _c_lock:  # (a thread building it already, ``kernels.py``'s: waited for, not repeated)
+        if enabled() and path.exists() and _distrust(path) is None:
             return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    native.build_c(source, path, kind)
-    return path
+        if not enabled() or path.exists():
+            path = _process_folder() / path.name
+            if path.exists():
+                return path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        native.build_c(source, path, kind)
+        return path
+
+
+_c_lock = threading.Lock()
 
 
 def private_library(objects: list[bytes]) -> Path:

@@ -70,8 +70,28 @@ def get(sources: list[str]) -> tuple[list, Kernels]:
     once may both compile it: the same code, kept once."""
     with _lock:
         misses, info = _lookup(sources)
+    if misses:
+        _build_c_meanwhile()
     made = _compile(misses, info)
     return _store(sources, misses, made, info)
+
+
+def _build_c_meanwhile() -> None:
+    """Build, on a thread, the C files a kernel library needs where the disk cache has
+    none yet: the runtime object it links and the trampoline that calls its kernels. Each
+    is a ``cc`` run of ~25 ms that would otherwise wait for Numba to finish a process's
+    first kernel; the thread waits on ``cc`` without the GIL, so they cost an empty
+    cache's first call nothing (0.05 s of it before). A failure here is left to the code
+    that needs the file, which builds it again and says why."""
+    def build() -> None:
+        try:
+            if diskcache.enabled():
+                diskcache.built_c(native.RUNTIME_C, "runtime")
+            native.build_trampoline()
+        except Exception:  # (left to the code that needs the file: see above)
+            pass
+
+    threading.Thread(target=build, name="tracejit-build-c", daemon=True).start()
 
 
 def workers_available() -> bool:

@@ -246,6 +246,12 @@ def _made_launch_method() -> _MethodDef | None:
     return method
 
 
+def build_trampoline() -> None:
+    """Build the kernels' trampoline now (where the disk cache has none) rather than when
+    the first kernel loads."""
+    _launch_method()
+
+
 def load(path: Path, symbols: list[str]) -> list:
     """The kernels ``symbols`` of the shared library at ``path`` (OSError if it will not
     load, AttributeError if a symbol is missing)."""
