@@ -213,6 +213,28 @@ def test_a_whole_axis_op_on_one_chunk_does_not_warn():
         np.testing.assert_allclose(out.compute(), np.sort(x, axis=0))
 
 
+def test_running_extrema_scan_chunk_by_chunk():
+    """maximum/minimum/fmax/logical_or.accumulate along split axes are Dask's own scans
+    (no gathering, so no RechunkWarning), NumPy's values and dtypes with a NaN carried on."""
+    x = rng().standard_normal((40, 7))
+    x[5, 2] = x[17, 6] = np.nan
+    i = rng(1).integers(-9, 9, (40, 7)).astype(np.int16)
+
+    def f(x, i):
+        return (np.maximum.accumulate(x), np.minimum.accumulate(x, 1), np.fmax.accumulate(x),
+                np.maximum.accumulate(i), np.minimum.accumulate(i, 1),
+                np.logical_or.accumulate(i > 3), np.logical_and.accumulate(i > -5, 1))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RechunkWarning)
+        out = tj.jit(f)(da.from_array(x, chunks=(10, 3)), da.from_array(i, chunks=(7, 2)))
+    with dask.config.set(scheduler="synchronous"):
+        got = dask.compute(out)[0]
+    for g, want in zip(got, f(x, i), strict=True):
+        assert g.dtype == want.dtype
+        np.testing.assert_array_equal(g, want)
+
+
 def test_writes_into_a_dask_argument_update_it_lazily():
     x = rng().random((20, 3))
 

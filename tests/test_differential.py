@@ -611,20 +611,26 @@ def matmul(draw, values, pool, scalar_args) -> Step:
     )
 
 
+ACCUMULATING = [f"{u}.accumulate" for u in ("maximum", "minimum", "fmax", "fmin", "add",
+                                             "multiply", "logical_or", "logical_and")]
+
+
 def ordering(draw, values, pool, scalar_args) -> Step:
-    """Sorts, partitions, order statistics and scans along a drawn axis: their values, and
-    which of equal elements (-0.0 and 0.0, NaN) lands where, are NumPy's."""
+    """Sorts, partitions, order statistics and scans (cumsum, ufunc.accumulate) along a
+    drawn axis: their values, and which of equal elements (-0.0 and 0.0, NaN) lands where,
+    are NumPy's."""
     i = draw(st.sampled_from(pool))
     x, ndim = Ref(i), np.ndim(values[i])
     name = draw(st.sampled_from(["sort", "argsort", "partition", "argpartition", "median",
-                                 "quantile", "percentile", "cumsum", "cumprod"]))
+                                 "quantile", "percentile", "cumsum", "cumprod",
+                                 *ACCUMULATING]))
     axis = draw(axes(ndim, allow_tuple=name in ("median", "quantile", "percentile")))
     if name in ("sort", "argsort"):
         return call(name, (x,), axis=axis, kind=draw(st.sampled_from(SORT_KINDS)))
     if name in ("partition", "argpartition"):  # kth maybe out of range: ValueError
         kth = draw(st.integers(-5, 4) | st.lists(st.integers(-5, 4), min_size=1, max_size=3))
         return call(name, (x,), kth, axis=axis)
-    if name in ("cumsum", "cumprod"):
+    if name in ("cumsum", "cumprod", *ACCUMULATING):
         return call(name, (x,), axis=axis)
     kwargs = {"axis": axis, "keepdims": draw(st.booleans())}
     if name == "median":

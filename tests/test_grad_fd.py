@@ -173,6 +173,9 @@ CASES.update({
                    ((3, 4),), ops=("cumsum",)),
     "cumprod": Case(lambda x: np.cumprod(x, axis=0) + x.cumprod()[-3:].sum(), [ANY], ((4, 3),),
                     ops=("cumprod",)),
+    "cummax_cummin": Case(lambda x: np.maximum.accumulate(x, axis=1) * np.arange(1.0, 6.0)
+                          + np.minimum.accumulate(x) ** 2 + np.fmax.accumulate(x[:, ::-1], 1),
+                          [ANY], ((5, 5),), smooth=_distinct, ops=("cummax", "cummin")),
     "sort": Case(lambda x: np.sort(x, axis=-1) * np.arange(3.0) + np.sort(x, axis=1)[:, ::-1]
                  * np.sort(x.ravel())[:9].reshape(3, 3) + np.sort(x, axis=0, kind="stable")[0],
                  [ANY], ((3, 3, 3),), smooth=_distinct, ops=("sort",)),

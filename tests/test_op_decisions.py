@@ -111,6 +111,9 @@ DECISIONS: dict[str, Row] = {
     # ------------------------------------------------------------ scans, sorting
     **{op: Row(L, L, why="NumPy's sequential accumulate (the CPU has no scan template yet); "
                          "CuPy's scan on the GPU") for op in ("cumsum", "cumprod")},
+    **{op: Row(L, L, why="NumPy's ufunc.accumulate on the CPU; on the GPU a log-step scan "
+                         "of CuPy's maximum/minimum (exact, so NumPy's values)")
+       for op in ("cummax", "cummin")},
     "sort": Row(L, L, why="np.sort / cupy.sort (CuPy's is stable for every kind: NumPy's "
                           "values, only -0.0 and 0.0 may come in another order than an "
                           "unstable kind's)"),
@@ -194,6 +197,8 @@ def sample(op: str, code: str) -> Node | None:
                                    mode="same"),
         "cumsum": lambda: _node(op, [x], axis=1, dtype=None),
         "cumprod": lambda: _node(op, [x], axis=1, dtype=None),
+        "cummax": lambda: _node(op, [x], axis=1),
+        "cummin": lambda: _node(op, [x], axis=0),
         "sort": lambda: _node(op, [x], axis=1, kind="quicksort"),
         "argsort": lambda: _node(op, [x], axis=1, kind="quicksort"),
         "partition": lambda: _node(op, [x], axis=1, kth=(3, -1), kind="introselect"),

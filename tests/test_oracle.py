@@ -574,11 +574,11 @@ def cumulative_rule(axis) -> Rule:
 
 def ordering(c, values, x: Ref) -> list[Step]:
     """Order statistics of inexact values: sort, a partition's kth element, median,
-    quantile, percentile, argsort, argmax; and running sums."""
+    quantile, percentile, argsort, argmax; running sums, maxima and minima."""
     ndim = np.ndim(values[x.index])
     axis = axis_of(c, ndim)
     kind = c.choice(["sort", "partition", "median", "quantile", "percentile", "argsort",
-                     "argmax", "cumsum"])
+                     "argmax", "cumsum", "maximum", "minimum"])
     if kind == "sort":
         return [call("sort", (x,), order_rule(axis, axis is not None, 0), axis=axis)]
     if kind == "partition" and isinstance(axis, int) and ndim:
@@ -599,6 +599,10 @@ def ordering(c, values, x: Ref) -> list[Step]:
             q = tuple(100 * v for v in q) if isinstance(q, tuple) else 100 * q
         return [call(kind, (x,), order_rule(axis, keepdims, 4), q, axis=axis,
                      keepdims=keepdims)]
+    if kind in ("maximum", "minimum") and isinstance(axis, int) and ndim:
+        fn = getattr(np, kind).accumulate
+        return [Step(f"np.{kind}.accumulate({{0}}, axis={axis})",
+                     lambda v: fn(v, axis=axis), (x,), order_rule(axis, True, 0))]
     if kind in ("argsort", "argmax"):
         return [call(kind, (x,), ranks_rule(axis), axis=axis)]
     return [call("cumsum", (x,), cumulative_rule(axis), axis=axis)]
@@ -751,7 +755,7 @@ def test_random_programs_draw_what_they_should():
     for needle in ("keepdims=True", "axis=-1", "axis=None", "axis=(", "np.where", " @ ",
                    ".max(", "np.exp(", " / ", ".T", "reshape", "np.sort(", "np.partition(",
                    "np.median(", "np.quantile(", "np.percentile(", "np.argsort(", "np.argmax(",
-                   "np.cumsum("):
+                   "np.cumsum(", ".accumulate("):
         assert needle in source, needle
     assert dtypes == {"float32", "float64"} and empty > 0
 

@@ -184,6 +184,8 @@ OP_CASES = {
     "argmin": (lambda x: np.argmin(x, keepdims=True), (sample(np.int32, (3, 4)),)),
     "cumsum": (lambda x: np.cumsum(x, axis=1), (F32,)),
     "cumprod": (lambda x: x.cumprod(), (sample(np.int32, (3, 4)),)),
+    "cummax": (lambda x: np.maximum.accumulate(x, axis=1), (F32,)),
+    "cummin": (lambda x: np.minimum.accumulate(x), (sample(np.int32, (3, 4)),)),
     "sort": (lambda x: np.sort(x, axis=0), (F32,)),
     "argsort": (lambda x: np.argsort(x, axis=0, kind="stable"), (F32,)),
     "partition": (lambda x: np.partition(x, [0, 2], axis=1), (F32,)),

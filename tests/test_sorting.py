@@ -1,6 +1,6 @@
 """Cumulative and order functions against NumPy: cumsum/cumprod (and nan-, method forms),
-sort/argsort/partition/argpartition, searchsorted, digitize, interp, median, quantile and
-percentile, with their errors.
+ufunc.accumulate, sort/argsort/partition/argpartition, searchsorted, digitize, interp,
+median, quantile and percentile, with their errors.
 
 Each case runs eagerly with NumPy and jitted on every backend under test (the ``backend``
 fixture); results must agree in value, dtype, shape and scalar-ness: bit for bit on the
@@ -59,6 +59,35 @@ CASES = {
     "nancumsum": (lambda x: (np.nancumsum(x, 1), np.nancumprod(x, 0), np.nancumsum(x)),
                   (TIES_NAN,)),
     "nancumsum_int": (lambda x: (np.nancumsum(x), np.nancumprod(x, 1)), (INTS,)),
+    # ------------------------------------------------------------ ufunc.accumulate
+    "accumulate_max_min": (lambda x: (np.maximum.accumulate(x), np.minimum.accumulate(x, 1),
+                                      np.maximum.accumulate(x, axis=-1),
+                                      np.minimum.accumulate(x, axis=(2,))), (CUBE_NAN,)),
+    "accumulate_ties_nan": (lambda x: (np.maximum.accumulate(x, 1), np.minimum.accumulate(x),
+                                       np.fmax.accumulate(x, 1), np.fmin.accumulate(x, 0)),
+                            (ALL_NAN_ROW,)),
+    "accumulate_special": (lambda x: (np.maximum.accumulate(x), np.fmin.accumulate(x),
+                                      np.fmax.accumulate(x[::-1]), np.minimum.accumulate(x,
+                                                                                   None)),
+                           (SPECIAL,)),
+    "accumulate_signed_zeros": (lambda x: (np.maximum.accumulate(x), np.minimum.accumulate(x)),
+                                (np.array([0.0, -0.0, 0.0, -1.0, -0.0]),)),
+    "accumulate_add_multiply": (lambda x, i: (np.add.accumulate(x, 1), np.multiply.accumulate(x),
+                                              np.add.accumulate(i), np.multiply.accumulate(
+                                                  i, 1, dtype=np.int16),
+                                              np.add.accumulate(x, 0, np.float32)),
+                                (TIES, INTS.astype(np.int8))),
+    "accumulate_int_bool": (lambda i, b: (np.maximum.accumulate(i, 1), np.fmin.accumulate(i),
+                                          np.maximum.accumulate(b, 1), np.minimum.accumulate(b),
+                                          np.add.accumulate(b, 1), np.logical_or.accumulate(b),
+                                          np.logical_and.accumulate(b, 1),
+                                          np.logical_or.accumulate(i, 1)), (INTS, BOOLS)),
+    "accumulate_dtype": (lambda x: (np.maximum.accumulate(x, 1, dtype=np.int64),
+                                    np.minimum.accumulate(x, dtype=np.float32)), (DISTINCT,)),
+    "accumulate_empty": (lambda x: (np.maximum.accumulate(x), np.fmin.accumulate(x, 1),
+                                    np.add.accumulate(x, 1)), (EMPTY,)),
+    "accumulate_out": (lambda x: np.maximum.accumulate(x, axis=1, out=np.empty_like(x)),
+                       (TIES,)),
     # ------------------------------------------------------------ sorting
     "sort_axes": (lambda x: (np.sort(x), np.sort(x, 0), np.sort(x, axis=1), np.sort(x, None)),
                   (CUBE_NAN,)),
@@ -246,6 +275,11 @@ ERRORS = {
     "argsort_bad_axis": (lambda x: np.argsort(x, axis=-3), np.exceptions.AxisError),
     "cumsum_bad_axis": (lambda x: np.cumsum(x, axis=2), np.exceptions.AxisError),
     "cumsum_float_axis": (lambda x: np.cumsum(x, axis=1.0), TypeError),
+    "accumulate_0d": (lambda x: np.maximum.accumulate(x[0, 0]), TypeError),
+    "accumulate_several_axes": (lambda x: np.maximum.accumulate(x, axis=None), ValueError),
+    "accumulate_axis_tuple": (lambda x: np.add.accumulate(x, axis=(0, 1)), ValueError),
+    "accumulate_bad_axis": (lambda x: np.minimum.accumulate(x, axis=2),
+                            np.exceptions.AxisError),
     "sort_bad_kind": (lambda x: np.sort(x, kind="bogo"), ValueError),
     "kind_and_stable": (lambda x: np.sort(x, kind="stable", stable=True), ValueError),
     "partition_kth": (lambda x: np.partition(x, 5), ValueError),
@@ -295,6 +329,8 @@ def test_refusals_are_typed():
                     (lambda x: np.unique_counts(x), ConcretizationError),
                     (lambda x: np.partition(x, x[0, 0].astype(int)), ConcretizationError),
                     (lambda x: np.sort(x, order="f"), UnsupportedOperation),
+                    (lambda x: np.subtract.accumulate(x), UnsupportedOperation),
+                    (lambda x: np.logical_or.accumulate(x, dtype=bool), UnsupportedOperation),
                     (lambda x: np.interp(x, [0.0, 1.0], [1j, 2.0]), UnsupportedOperation)):
         with pytest.raises(cls) as info:
             tj.jit(fn, backend="reference")(TIES)
@@ -467,7 +503,9 @@ def cuda(monkeypatch):
     targets._gpu_count.cache_clear()
 
 
-@pytest.mark.parametrize("name", ["cumsum_axes", "cumprod_int", "sort_axes", "argsort_stable",
+@pytest.mark.parametrize("name", ["cumsum_axes", "cumprod_int", "accumulate_max_min",
+                                  "accumulate_ties_nan", "accumulate_int_bool",
+                                  "accumulate_empty", "sort_axes", "argsort_stable",
                                   "searchsorted", "median_nan_ties", "quantile_linear",
                                   "nanquantile", "nanmedian_cube",
                                   "interp_traced", "digitize_traced_bins"])

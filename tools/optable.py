@@ -10,7 +10,11 @@ import argparse
 import re
 
 from tracejit.ir import REGISTRY, Kind
-from tracejit.trace.numpy_api import supported_functions, supported_ufuncs
+from tracejit.trace.numpy_api import (
+    accumulating_ufuncs,
+    supported_functions,
+    supported_ufuncs,
+)
 
 BEGIN, END = "<!-- optable:begin -->", "<!-- optable:end -->"
 
@@ -27,12 +31,15 @@ def op_table_markdown() -> str:
 def markdown() -> str:
     ufuncs = ", ".join(f"`{n}`" for n in supported_ufuncs())
     funcs = ", ".join(f"`np.{n}`" for n in supported_functions())
+    accumulating = ", ".join(f"`np.{n}.accumulate`" for n in accumulating_ufuncs())
     return "\n".join([
         "IR ops (one registry entry each: kind, shape/dtype rule, NumPy reference):",
         "",
         op_table_markdown(),
         "",
         f"NumPy ufuncs (calls, Python operators, `.reduce` and `.outer`): {ufuncs}.",
+        "",
+        f"Their `.accumulate` (along one axis): {accumulating}.",
         "",
         f"NumPy functions (also as ndarray methods where NumPy has them): {funcs}.",
     ])

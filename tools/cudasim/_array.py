@@ -458,8 +458,16 @@ def searchsorted(a, v, side="left", sorter=None) -> ndarray:
 
 
 def isnan(x) -> ndarray:
-    """``cupy.isnan`` (the one ufunc the runner calls)."""
+    """``cupy.isnan`` (a ufunc the runner calls)."""
     return _new(np.isnan(_operand(x, "isnan")))
+
+
+def _binary_ufunc(fn, name):
+    def ufunc(x, y) -> ndarray:
+        return _new(np.asarray(fn(_operand(x, name), _operand(y, name))))
+    ufunc.__name__ = ufunc.__qualname__ = name
+    ufunc.__doc__ = f"``cupy.{name}`` of two device arrays (a NaN wins, as in NumPy)."
+    return ufunc
 
 
 def where(condition, x, y) -> ndarray:
@@ -487,7 +495,8 @@ DASK = {"take": take, "tensordot": tensordot, "asnumpy": asnumpy}
 DASK_EXTRAS: dict = {}  # DASK while installed with dask=True, else empty
 
 FUNCTIONS = {
-    "isnan": isnan, "where": where,
+    "isnan": isnan, "where": where, "maximum": _binary_ufunc(np.maximum, "maximum"),
+    "minimum": _binary_ufunc(np.minimum, "minimum"),
     "asarray": asarray, "ascontiguousarray": ascontiguousarray, "empty": empty,
     "zeros": zeros, "full": full, "matmul": matmul, "broadcast_to": broadcast_to,
     "concatenate": concatenate, "pad": pad,

@@ -390,6 +390,19 @@ def _partition_rule(g, ans, x, *, axis, kth, kind):
     return (_scatter_along(g, source, x.shape, axis),)
 
 
+def _running_extremum_rule(g, ans, x, *, axis):
+    """cummax/cummin: each output's cotangent goes to the element its value came from, the
+    last at or before it where the running extremum was set (equal to the output there,
+    or NaN: a NaN carries on from where it came in). Of equal elements the latest takes
+    it, as of equal sort keys one takes each."""
+    n = x.shape[axis]
+    position = np.arange(n).reshape([n if d == axis else 1 for d in range(len(x.shape))])
+    set_here = bind("logical_or", bind("equal", x, ans), bind("isnan", x))
+    marks = bind("where", set_here, position, np.int64(-1))
+    source = bind("cummax", marks, axis=axis)
+    return (_scatter_along(g, source, x.shape, axis),)
+
+
 def _scatter_add_rule(g, ans, x, updates, *idx, axis):
     return (g, bind("gather", g, *idx, axis=axis)) + (None,) * len(idx)
 
@@ -464,6 +477,8 @@ VJP = {
     "min": _extremum_reduce_rule,
     "cumsum": _cumsum_rule,
     "cumprod": _cumprod_rule,
+    "cummax": _running_extremum_rule,
+    "cummin": _running_extremum_rule,
     "matmul": _matmul_rule,
     "correlate": _correlate_rule,
     "reshape": _reshape_rule,

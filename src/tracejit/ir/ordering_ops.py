@@ -1,5 +1,5 @@
-"""Registry ops for NumPy's cumulative and order functions: cumsum, cumprod, sort, argsort,
-partition, argpartition, searchsorted.
+"""Registry ops for NumPy's cumulative and order functions: cumsum, cumprod, cummax,
+cummin, sort, argsort, partition, argpartition, searchsorted.
 
 The NumPy functions built on them (median, quantile, interp, digitize, nancumsum, ...) are
 compositions at trace level (``trace/ordering.py``,
@@ -35,6 +35,11 @@ def scan_dtype(x: np.dtype, dtype) -> np.dtype:
 def _scan_rule(x: TensorType, *, axis: int, dtype) -> TensorType:
     _check_axis(x, axis)
     return TensorType(x.shape, scan_dtype(x.dtype, dtype))
+
+
+def _running_rule(x: TensorType, *, axis: int) -> TensorType:
+    _check_axis(x, axis)
+    return x
 
 
 def _argsort_rule(x: TensorType, *, axis: int, kind: str) -> TensorType:
@@ -87,6 +92,14 @@ register("cumprod", Kind.SCAN, _scan_rule,
          lambda x, *, axis, dtype: np.cumprod(x, axis=axis, dtype=dtype),
          "numpy.cumprod along one axis (sequential, as np.multiply.accumulate)",
          exactness=Exactness.ORDER)
+# np.maximum.accumulate and np.minimum.accumulate: exact, so any order of evaluation (a GPU's
+# log-step scan) gives NumPy's values; of two equal values, only -0.0 and 0.0 differ in bits.
+register("cummax", Kind.SCAN, _running_rule,
+         lambda x, *, axis: np.maximum.accumulate(x, axis=axis),
+         "numpy.maximum.accumulate along one axis (a NaN carries on)")
+register("cummin", Kind.SCAN, _running_rule,
+         lambda x, *, axis: np.minimum.accumulate(x, axis=axis),
+         "numpy.minimum.accumulate along one axis (a NaN carries on)")
 register("argsort", Kind.SORTING, _argsort_rule,
          lambda x, *, axis, kind: np.argsort(x, axis=axis, kind=kind),
          "numpy.argsort along one axis with NumPy's `kind` (NaN last); ties keep their order "

@@ -39,7 +39,7 @@ class Kind(enum.Enum):
     CREATION = "creation"
     TRANSFER = "transfer"
     RANDOM = "random"  # a draw from a random generator (``ir/random_ops.py``)
-    SCAN = "scan"  # cumulative along one axis (cumsum, cumprod)
+    SCAN = "scan"  # cumulative along one axis (cumsum, cumprod, cummax, cummin)
     SORTING = "sorting"  # orderings and binary searches (argsort, searchsorted)
     LOOP = "loop"  # a loop with a body graph (scan, while_loop) and its results
 

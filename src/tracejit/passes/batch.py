@@ -137,8 +137,8 @@ def _arg_reduce(b: _Batcher, node: Node, args: list[Value], dims: Dims) -> Value
 
 
 def _along_axis(b: _Batcher, node: Node, args: list[Value], dims: Dims) -> Value:
-    """cumsum, cumprod, sort, argsort, partition, argpartition, gather (its indices
-    unbatched): one axis more in front."""
+    """cumsum, cumprod, cummax, cummin, sort, argsort, partition, argpartition, gather
+    (its indices unbatched): one axis more in front."""
     if any(d is not None for d in dims[1:]):
         return None  # gather with indices that change per step: no rule (yet)
     return b.emit(node.op, args, **{**node.attrs, "axis": node.attrs["axis"] + 1})
@@ -197,8 +197,8 @@ def _searchsorted(b: _Batcher, node: Node, args: list[Value], dims: Dims) -> Val
 RULES: dict[str, Rule] = {
     **dict.fromkeys(("sum", "prod", "max", "min", "any", "all"), _reduce),
     "argmax": _arg_reduce, "argmin": _arg_reduce,
-    **dict.fromkeys(("cumsum", "cumprod", "sort", "argsort", "partition", "argpartition",
-                      "gather"), _along_axis),
+    **dict.fromkeys(("cumsum", "cumprod", "cummax", "cummin", "sort", "argsort", "partition",
+                      "argpartition", "gather"), _along_axis),
     "scatter": _scatter, "scatter_add": _scatter,
     "matmul": _matmul, "solve": _broadcasting,
     **dict.fromkeys(("det", "slogdet", "inv", "cholesky", "qr", "eigh", "svd"), _per_slice),

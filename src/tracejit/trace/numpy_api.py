@@ -58,6 +58,11 @@ def supported_ufuncs() -> list[str]:
                   {"matmul", "divmod"} | {u.__name__ for u in COMPOSED_UFUNCS})
 
 
+def accumulating_ufuncs() -> list[str]:
+    """Names of the ufuncs whose ``.accumulate`` a traced function may call."""
+    return sorted(u.__name__ for u in _ACCUMULATE)
+
+
 # ---------------------------------------------------------------- helpers
 
 
@@ -282,12 +287,66 @@ def _apply_ufunc(ufunc, method, inputs, kwargs):
         fn = FUNCTIONS[getattr(np, _REDUCE_FUNCS[ufunc])][0]
         extra = {"dtype": dtype} if _REDUCE_FUNCS[ufunc] in ("sum", "prod") else {}
         return fn(a, axis=axis, keepdims=keepdims, **extra)
+    if method == "accumulate" and ufunc in _ACCUMULATE:
+        axis, dtype = kwargs.pop("axis", 0), kwargs.pop("dtype", None)
+        if kwargs or len(inputs) != 1:
+            raise _unsupported(f"{name}.accumulate", f"(..., {', '.join(kwargs)}=...)"
+                               if kwargs else " of several arrays")
+        return _accumulate(ufunc, inputs[0], axis, dtype)
     if method == "outer" and ufunc.nin == 2 and not kwargs:
         a, b = inputs
         ta, tb = aval(a), aval(b)
         a = reshape(a, ta.shape + (1,) * tb.ndim)
         return _strong(_elementwise(ufunc, (a, b)))
     raise _unsupported(f"{name}.{method}")
+
+
+# ufunc.accumulate as the registry's scans: add's and multiply's are np.cumsum's and
+# np.cumprod's (their dtypes too: NumPy accumulates small ints and bools in int64 for
+# both); maximum's and minimum's are cummax and cummin, fmax's and fmin's those with NaN
+# skipped, logical_or's and logical_and's those of the values as bools.
+_ACCUMULATE = {np.add: "cumsum", np.multiply: "cumprod", np.maximum: "cummax",
+               np.minimum: "cummin", np.fmax: "cummax", np.fmin: "cummin",
+               np.logical_or: "cummax", np.logical_and: "cummin"}
+
+
+def _accumulate(ufunc, a, axis, dtype):
+    name = f"{ufunc.__name__}.accumulate"
+    a = _strong(a) if isinstance(a, Tracer) else np.asarray(a)
+    t = aval(a)
+    if t.ndim == 0:
+        raise DTypeError(f"numpy.{name}: cannot accumulate on a scalar",
+                         hint="accumulate along an axis of an array of at least 1 dimension")
+    if isinstance(axis, tuple) and len(axis) == 1:
+        (axis,) = axis
+    if axis is None and t.ndim == 1:
+        axis = 0
+    if axis is None or isinstance(axis, tuple):
+        raise ShapeError(f"numpy.{name}: accumulate does not allow multiple axes",
+                         hint="accumulate along one axis at a time")
+    axis = normalize_axis(operator_index(axis, name), t.ndim)
+    op = _ACCUMULATE[ufunc]
+    if op in ("cumsum", "cumprod"):
+        return bind(op, a, axis=axis, dtype=None if dtype is None else np.dtype(dtype))
+    if ufunc in (np.logical_or, np.logical_and):
+        if dtype is not None:
+            raise _unsupported(name, "(..., dtype=...)")
+        return bind(op, bind("convert", a, dtype=np.dtype(bool)), axis=axis)
+    if dtype is not None:  # (NumPy casts the input to it, unsafely)
+        a = bind("convert", a, dtype=np.dtype(dtype))
+    if ufunc in (np.fmax, np.fmin) and aval(a).dtype.kind == "f":
+        return _accumulate_skipping_nan(op, a, axis)
+    return bind(op, a, axis=axis)
+
+
+def _accumulate_skipping_nan(op: str, a, axis: int):
+    """fmax/fmin.accumulate: cummax/cummin with each NaN as the identity (-inf/inf), NaN
+    where every element so far is NaN."""
+    dtype = aval(a).dtype
+    nan = bind("isnan", a)
+    identity = np.array(-np.inf if op == "cummax" else np.inf, dtype)
+    running = bind(op, bind("where", nan, identity, a), axis=axis)
+    return bind("where", bind("cummin", nan, axis=axis), np.array(np.nan, dtype), running)
 
 
 def _cast_same_kind(x, dtype, name):

@@ -5,13 +5,15 @@ One entry per op: ``TABLE[op](cupy, *arrays, **attrs)``. Contractions go to cuBL
 as NumPy does; gathers check their indices first, because CuPy's integer indexing wraps an
 out-of-range index around where NumPy raises IndexError (the check costs one
 synchronisation); cumsum/cumprod are CuPy's scans (tree-ordered sums: within rounding of
-NumPy's sequential ones), argsort CuPy's stable sort (so an argsort of NumPy's unstable
-kinds, whose ties NumPy orders its own way, runs on the host); sort is CuPy's stable sort
-for every kind, NumPy's values (of equal values only -0.0 and 0.0 differ in bits, and
-their order is any kind's own; an unstable kind's may differ); partition and argpartition
-are the same stable sorts, a partition at every kth (NumPy's values at the kth; NumPy leaves
-the other elements in no promised order); correlate gathers its
-windows into a matrix for one cuBLAS product (floats only, as matmul). An op absent here,
+NumPy's sequential ones); cummax/cummin are log-step scans of CuPy's maximum/minimum
+(exact: NumPy's values, of equal values only -0.0 and 0.0 may differ in bits); argsort is
+CuPy's stable sort (so an argsort of NumPy's unstable kinds, whose ties NumPy orders its
+own way, runs on the host); sort is CuPy's stable sort for every kind, NumPy's values (of
+equal values only -0.0 and 0.0 differ in bits, and their order is any kind's own; an
+unstable kind's may differ); partition and argpartition are the same stable sorts, a
+partition at every kth (NumPy's values at the kth; NumPy leaves the other elements in no
+promised order); correlate gathers its windows into a matrix for one cuBLAS product
+(floats only, as matmul). An op absent here,
 or with dtypes ``supported`` refuses, runs on the CPU (see the placement pass).
 
 The ``numpy.linalg`` ops are ``cupy.linalg`` (cuSOLVER) calls, their several results
@@ -192,10 +194,27 @@ def _scan(name: str):
     return run
 
 
+def _running(name: str):
+    """cummax/cummin as ceil(log2(n)) rounds of CuPy's maximum/minimum, each combining
+    every element with the one 2**k before it along the axis (a Hillis-Steele scan). The
+    ops are exact, so the order gives NumPy's values; a NaN carries on as in NumPy."""
+    def run(cupy, x, *, axis):
+        combine, y, n, k = getattr(cupy, name), x.copy(), x.shape[axis], 1
+        while k < n:
+            later = (slice(None),) * axis + (slice(k, None),)
+            earlier = (slice(None),) * axis + (slice(None, n - k),)
+            y[later] = combine(y[later], y[earlier])
+            k *= 2
+        return y
+    return run
+
+
 TABLE = {
     **LINALG,
     "cumsum": _scan("cumsum"),
     "cumprod": _scan("cumprod"),
+    "cummax": _running("maximum"),
+    "cummin": _running("minimum"),
     "sort": lambda cupy, x, *, axis, kind: cupy.sort(x, axis=axis),
     "argsort": lambda cupy, x, *, axis, kind: cupy.argsort(x, axis=axis),
     # A sort is a partition at every kth: the order statistics are NumPy's values

@@ -46,6 +46,22 @@ def _arg_reduction(op: str):
     return run
 
 
+def _running(ufunc: np.ufunc, lowest: bool):
+    """cummax/cummin as Dask's chunk-by-chunk scan of ``ufunc.accumulate``, carrying the
+    running extremum from ``ufunc``'s identity (the dtype's lowest or highest value)."""
+    def run(da, xs, a):
+        (x,) = xs
+        if x.dtype == bool:
+            ident = not lowest
+        elif x.dtype.kind in "iu":
+            ident = (np.iinfo(x.dtype).min if lowest else np.iinfo(x.dtype).max)
+        else:
+            ident = -np.inf if lowest else np.inf
+        return da.reductions.cumreduction(ufunc.accumulate, ufunc, ident, x,
+                                          axis=a["axis"], dtype=x.dtype)
+    return run
+
+
 # The ops Dask computes itself, chunks and all: op -> (run(dask.array, arrays, attrs),
 # what the plan says). Each may raise NotImplementedError or ValueError where Dask cannot chunk it.
 _DASK_OPS = {
@@ -62,6 +78,10 @@ _DASK_OPS = {
                "dask.array.cumsum (chunk by chunk, carrying the running total)"),
     "cumprod": (lambda da, xs, a: xs[0].cumprod(axis=a["axis"], dtype=a["dtype"]),
                 "dask.array.cumprod (chunk by chunk, carrying the running product)"),
+    "cummax": (_running(np.maximum, True),
+               "dask.array's cumreduction (chunk by chunk, carrying the running maximum)"),
+    "cummin": (_running(np.minimum, False),
+               "dask.array's cumreduction (chunk by chunk, carrying the running minimum)"),
     "full": (lambda da, xs, a: da.full(a["shape"], a["value"],
                                                                dtype=a["dtype"]),
              "dask.array.full"),
