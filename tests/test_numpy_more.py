@@ -160,6 +160,25 @@ case("dstack", lambda a, b: np.dstack([a, b]), X64, I32)
 case("append-flat", lambda a, b: np.append(a, b), X64, I32[0])
 case("append-axis0", lambda a, b: np.append(a, b, axis=0), X64, I32)
 case("append-scalar", lambda a: np.append(a, 7), I32)
+# insert/delete at static positions: NumPy's own reading of obj and broadcasting of values
+case("insert-flat", lambda a: np.insert(a, 5, 9.5), X64)
+case("insert-column-scalar", lambda a: np.insert(a, 1, -2.0, axis=1), X64)
+case("insert-column-of-values", lambda a, b: np.insert(a, 2, b[:, 0], axis=1), X64, I32)
+case("insert-list-index-column", lambda a, b: np.insert(a, [2], b[:, :1], axis=1), X64, X32)
+case("insert-list-index-broadcast-row", lambda a: np.insert(a, [1], [1, 2, 3], axis=1), X64)
+case("insert-several", lambda a, b: np.insert(a, [0, 3, 3, -1], b[0], axis=1), I32, X64[:1])
+case("insert-slice-rows", lambda a: np.insert(a, slice(0, 3, 2), a[1], axis=0), S64)
+case("insert-end-and-cast", lambda a: np.insert(a, 4, 2.75, axis=-1), I32)
+case("insert-numpy-positions", lambda a, b: np.insert(a[0], np.array([3, 0]), b[1, :2]),
+     X32, X64)
+case("insert-none", lambda a: np.insert(a, [], 1.0), X64)
+case("insert-bool-cube", lambda a: np.insert(a, 1, [True, False, True], axis=1), CUBE > 0)
+case("delete-flat", lambda a: np.delete(a, [0, 5, -1]), X64)
+case("delete-column", lambda a: np.delete(a, 1, axis=1), I32)
+case("delete-rows", lambda a: np.delete(a, [0, 2], 0), S["int64"])
+case("delete-slice", lambda a: np.delete(a, slice(None, None, 2), axis=-1), CUBE)
+case("delete-mask", lambda a: np.delete(a, np.array([True, False, True, False]), 1), X32)
+case("delete-nothing", lambda a: np.delete(a, [], 0), B)
 case("atleast_3d", lambda a, b, c: np.atleast_3d(a, b, c), np.float32(2), X64[0], I32)
 case("atleast_3d-one", np.atleast_3d, CUBE)
 for k in (-1, 0, 1, 2, 3, 5):
@@ -303,6 +322,14 @@ case("vecmat", np.vecmat, V[:4], G, approx=True)
 case("vecmat-int", np.vecmat, S["int32"][0], S["int64"])
 
 # errors NumPy raises (tracejit raises its typed error of the same builtin class)
+error("insert-out-of-bounds", lambda x: np.insert(x, 5, 1.0, axis=1), X64)
+error("insert-bad-axis", lambda x: np.insert(x, 1, 1.0, axis=2), X64)
+error("insert-values-do-not-broadcast", lambda x: np.insert(x, [1, 2], [1.0, 2.0, 3.0],
+                                                            axis=1), X64)
+error("insert-float-position", lambda x: np.insert(x, 1.5, 1.0), X64)
+error("delete-out-of-bounds", lambda x: np.delete(x, 7, 1), X64)
+error("delete-bad-axis", lambda x: np.delete(x, 0, axis=-3), X64)
+error("delete-mask-length", lambda x: np.delete(x, np.array([True, False]), 1), X64)
 error("ediff1d-to_begin-float", lambda x: np.ediff1d(x, to_begin=0.5), I32)
 error("vecdot-mismatch", np.vecdot, G, V)
 error("matvec-1d", np.matvec, V, V)
@@ -353,6 +380,7 @@ COMPILED = {
     "diagonal-k1", "diag-1d-k-1", "trace-3d-dtype", "rot90-k1", "kron-3d", "gradient-2d",
     "gradient-edge2-coords", "cov", "corrcoef", "convolve-same", "meshgrid-xy",
     "linspace-arrays", "geomspace-negative", "select", "average-weights", "count_nonzero-all",
+    "insert-several", "insert-column-of-values", "delete-mask",
 }
 
 
@@ -432,6 +460,9 @@ GRADS = {  # name: (function of float64 arrays, input shapes); inputs are drawn 
     "trapezoid_vecdot_matvec": (lambda y, x: np.trapezoid(y, x) * np.vecdot(y, y)
                                 + np.matvec(y[:, :2], x[:2]) + np.vecmat(x[:2], y[:2])[:2]
                                 + np.ediff1d(x)[:2], [(2, 3), (3,)]),
+    "insert_delete": (lambda x, v: np.insert(x, [0, 2, 2], v * x[:, 1:2], axis=1)
+                      + np.delete(np.insert(x, 1, v, axis=1), [0], axis=1)[:, :1],
+                      [(3, 3), (3,)]),
     "select_meshgrid": (lambda x, y: np.select([x > 1.0], [x * y], default=y)
                         * np.meshgrid(x, y)[0][:1], [(3,), (3,)]),
 }

@@ -13,16 +13,8 @@ EXPECTED_FAILURES: dict[str, str] = {
         "ConcretizationError: bool() (an `if`, `while`, `and`/`or` or `assert` on an array) ...",
     "lcs_length":
         "ConcretizationError: bool() (an `if`, `while`, `and`/`or` or `assert` on an array) ...",
-    "max_drawdown":
-        "UnsupportedOperation: numpy.maximum.accumulate is not supported by tracejit",
-    "max_drawdown:grad":
-        "UnsupportedOperation: numpy.maximum.accumulate is not supported by tracejit",
     "power_spectrum":
         "UnsupportedOperation: numpy.fft.rfft is not supported by tracejit",
     "power_spectrum:grad":
         "UnsupportedOperation: numpy.fft.rfft is not supported by tracejit",
-    "running_mean":
-        "UnsupportedOperation: numpy.insert is not supported by tracejit",
-    "running_mean:grad":
-        "UnsupportedOperation: numpy.insert is not supported by tracejit",
 }

@@ -30,7 +30,9 @@ import numpy as np
 
 from ..errors import (
     AxisError,
+    ConcretizationError,
     DTypeError,
+    IndexOutOfBounds,
     InvalidArgument,
     ShapeError,
     UnsupportedOperation,
@@ -72,6 +74,7 @@ from .numpy_api import (
     reshape,
     split,
     sum,
+    take,
     transpose,
     var,
 )
@@ -535,6 +538,52 @@ def append(arr, values, axis=None):
         values = ravel(values)
         axis = aval(arr).ndim - 1
     return concatenate((arr, values), axis)
+
+
+@implements(np.insert)
+def insert(arr, obj, values, axis=None):
+    """NumPy's own np.insert, run on the elements' positions, says where each output
+    element comes from (its reading of ``obj``, its broadcasting of ``values``, its
+    errors); the result gathers them from ``arr`` and ``values`` cast to ``arr``'s dtype."""
+    arr = _as_strong_operand(arr)
+    values = astype(_as_strong_operand(values), aval(arr).dtype)
+    t, v = aval(arr), aval(values)
+    source = _positions("insert", obj, lambda: np.insert(
+        _numbered(t.shape), obj, _numbered(v.shape, t.size), axis=axis))
+    return take(concatenate((ravel(arr), ravel(values))), source)
+
+
+@implements(np.delete)
+def delete(arr, obj, axis=None):
+    """NumPy's own np.delete of the elements' positions says which are kept."""
+    arr = _as_strong_operand(arr)
+    t = aval(arr)
+    kept = _positions("delete", obj, lambda: np.delete(_numbered(t.shape), obj, axis=axis))
+    return take(ravel(arr), kept)
+
+
+def _numbered(shape: tuple[int, ...], start: int = 0) -> np.ndarray:
+    """Positions ``start, start + 1, ...`` in an array of ``shape``."""
+    return np.arange(start, start + int(np.prod(shape)), dtype=np.intp).reshape(shape)
+
+
+def _positions(name: str, obj, run) -> np.ndarray:
+    """``run()``: NumPy's function on numbered positions, its errors as tracejit's."""
+    if isinstance(obj, Tracer) or (isinstance(obj, (list, tuple))
+                                   and builtins.any(isinstance(o, Tracer) for o in obj)):
+        raise ConcretizationError(f"np.{name} at traced positions (the result's shape "
+                                  "would depend on their values)",
+                                  hint="pass the positions as numbers or a NumPy array")
+    try:
+        return run()
+    except np.exceptions.AxisError as e:
+        raise AxisError(str(e)) from None
+    except IndexError as e:
+        raise IndexOutOfBounds(str(e)) from None
+    except ValueError as e:
+        raise ShapeError(str(e)) from None
+    except TypeError as e:
+        raise DTypeError(str(e)) from None
 
 
 @implements(np.rot90)
