@@ -83,6 +83,8 @@ MAPS = [
     ("broadcast_to", lambda x: np.broadcast_to(x, (3, 3)) + 0.0, (3, 3), []),
     ("slices and concatenate", lambda x: np.concatenate([x[1:], x[:1], x[::2]]), (3, 4), []),
     ("pad and cumsum", lambda x: np.cumsum(np.pad(x, 1), axis=0), (2, 2), []),
+    ("running maximum and minimum", lambda x: np.maximum.accumulate(x, axis=1)
+     - np.minimum.accumulate(x), (3, 3, 3), []),
     ("where", lambda x: np.where(x > 0, x, 0.0), (3, 3), []),
     ("step-independent result", lambda x, W: W.sum() * 2.0, (4, 2), [(2, 2)]),
     ("identity", lambda x: x, (3, 2), []),
