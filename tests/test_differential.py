@@ -623,8 +623,11 @@ def ordering(draw, values, pool, scalar_args) -> Step:
     x, ndim = Ref(i), np.ndim(values[i])
     name = draw(st.sampled_from(["sort", "argsort", "partition", "argpartition", "median",
                                  "quantile", "percentile", "cumsum", "cumprod",
-                                 *ACCUMULATING]))
+                                 *ACCUMULATING, "cumulative_sum", "isin", "lexsort",
+                                 "histogram", "insert", "delete"]))
     axis = draw(axes(ndim, allow_tuple=name in ("median", "quantile", "percentile")))
+    if name in ("cumulative_sum", "isin", "lexsort", "histogram", "insert", "delete"):
+        return _more_ordering(draw, values, pool, x, name, axis)
     if name in ("sort", "argsort"):
         return call(name, (x,), axis=axis, kind=draw(st.sampled_from(SORT_KINDS)))
     if name in ("partition", "argpartition"):  # kth maybe out of range: ValueError
@@ -638,6 +641,35 @@ def ordering(draw, values, pool, scalar_args) -> Step:
     q = draw(st.sampled_from([0.5, 0.0, 1.0, 0.37, [0.1, 0.5, 0.9]]))
     q = np.multiply(q, 100).tolist() if name == "percentile" else q
     return call(name, (x,), q, method=draw(st.sampled_from(QUANTILE_METHODS)), **kwargs)
+
+
+def _more_ordering(draw, values, pool, x: Ref, name: str, axis) -> Step:
+    """cumulative_sum, isin, lexsort, histogram (counts or edges, a static range: NumPy
+    raises for a range read from data that is not finite), insert and delete."""
+    y = Ref(draw(st.sampled_from(pool)))
+    if name == "cumulative_sum":
+        return call(name, (x,), axis=axis, include_initial=draw(st.booleans()))
+    if name == "isin":
+        test = draw(st.sampled_from([y, [0.0, 1.0, -2.0], [np.nan, 3.0]]))
+        return call(name, (x, test) if isinstance(test, Ref) else (x,),
+                    *(() if isinstance(test, Ref) else (test,)), invert=draw(st.booleans()))
+    if name == "lexsort":
+        keys = (x, y) if np.shape(values[y.index]) == np.shape(values[x.index]) else (x, x)
+        return Step(f"np.lexsort(({{0}}, {{1}}), axis={axis!r})",
+                    lambda a, b: np.lexsort((a, b), axis=axis), keys, None, "lexsort")
+    if name == "histogram":
+        bins = draw(st.sampled_from([3, 1, [-1.0, 0.0, 0.5, 2.0]]))
+        part = draw(st.sampled_from([0, 1]))
+        return Step(f"np.histogram({{0}}, {bins!r}, range=(-2.0, 2.0))[{part}]",
+                    lambda a: np.histogram(a, bins, range=(-2.0, 2.0))[part], (x,), None,
+                    "histogram")
+    obj = draw(st.integers(-3, 3) | st.lists(st.integers(-3, 3), max_size=3))
+    if name == "delete":
+        return call(name, (x,), obj, axis=axis)
+    if draw(st.booleans()):
+        return call(name, (x,), obj, 1.5, axis=axis)
+    return Step(f"np.insert({{0}}, {obj!r}, {{1}}, axis={axis!r})",
+                lambda a, v: np.insert(a, obj, v, axis=axis), (x, y), None, "insert")
 
 
 FAMILIES = [  # binary twice: the largest family

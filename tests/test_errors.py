@@ -136,8 +136,8 @@ def _packbits(x):
     return np.packbits(x > 0)  # <- error
 
 
-def _lexsort(x):
-    return np.lexsort((x, x))  # <- error
+def _histogramdd(x):
+    return np.histogramdd(x, bins=2)  # <- error
 
 
 def _method_initial(x):
@@ -238,7 +238,7 @@ TRACE_ERRORS = [
     case(_add_out_concrete, (X,), "UnsupportedOperation", ("out=",)),
     case(_sum_out, (X, np.zeros(3)), "ShapeError", ("output array",)),
     case(_packbits, (X,), "UnsupportedOperation", ("packbits",)),
-    case(_lexsort, (X,), "UnsupportedOperation", ("lexsort",)),
+    case(_histogramdd, (X,), "UnsupportedOperation", ("histogramdd",)),
     case(_method_initial, (X,), "UnsupportedOperation", ("initial",)),  # (was a bare TypeError)
     case(_eig, (np.eye(3),), "UnsupportedOperation", ("eig",)),
     case(_fft, (X,), "UnsupportedOperation", ("fft",)),

@@ -46,6 +46,11 @@ CASES: list = []
 ERRORS: list = []
 
 
+def _put_along(a, indices, values, axis):
+    np.put_along_axis(a, indices, values, axis)
+    return a
+
+
 def case(name: str, fn, *args, approx: bool = False) -> None:
     CASES.append(pytest.param(fn, args, approx, id=name))
 
@@ -160,6 +165,64 @@ case("dstack", lambda a, b: np.dstack([a, b]), X64, I32)
 case("append-flat", lambda a, b: np.append(a, b), X64, I32[0])
 case("append-axis0", lambda a, b: np.append(a, b, axis=0), X64, I32)
 case("append-scalar", lambda a: np.append(a, 7), I32)
+# NumPy 2.1's array-API scans, membership, lexicographic order
+case("cumulative_sum", lambda a: (np.cumulative_sum(a, axis=1),
+                                  np.cumulative_sum(a[0], include_initial=True)), X64)
+case("cumulative_prod-int", lambda a: (np.cumulative_prod(a, axis=0, include_initial=True),
+                                       np.cumulative_prod(a[1], dtype=np.float32)), I32)
+case("cumulative_sum-0d-bool", lambda a, b: (np.cumulative_sum(a[0, 0]),
+                                             np.cumulative_sum(b, axis=-1)), X32, B)
+case("isin", lambda a, b: (np.isin(a, [0.0, nan, 3.0, -inf]), np.isin(a, b[1], invert=True),
+                           np.isin(b, [2, -4]), np.isin(a[0, 0], b)), X64, I32)
+case("isin-empty-and-bool", lambda a, b: (np.isin(a, []), np.isin(b, [True], kind="table")),
+     X32, B)
+case("lexsort", lambda a, b: (np.lexsort(a), np.lexsort((a[0], b[1])),
+                              np.lexsort([a, b], axis=0)), S64, S["int32"])
+case("lexsort-one-key-nan", lambda a: (np.lexsort([a[0]]), np.lexsort(a, axis=0)), X64)
+# polynomials
+case("polyval", lambda p, x: (np.polyval([1.5, -2.0, 0.5], x), np.polyval(p, x),
+                              np.polyval(p, 2.0)), V[:3], S64)
+case("polyval-int", lambda p, x: np.polyval(p, x), np.array([2, -1, 3]), I32)
+case("vander", lambda x: (np.vander(x), np.vander(x, 3, increasing=True), np.vander(x, 0),
+                          np.vander(x, 1)), V)
+case("vander-f32-int-bool", lambda x, i, b: (np.vander(x, 4), np.vander(i, 3),
+                                             np.vander(b, 2)), X32[1], I32[0], B[0])
+case("polyfit", lambda x, y: (np.polyfit(x, y, 2), np.polyfit(x, np.stack([y, x * y], 1), 1),
+                              np.polyfit(x, y, 1, w=x * x + 1)),
+     np.linspace(-1.0, 2.0, 7), np.cos(np.linspace(-1.0, 2.0, 7)), approx=True)
+# histograms (equal bins the fast way, given edges the sorted way)
+HX = R.standard_normal(600)
+HX[7] = nan
+case("histogram", lambda x, w: (np.histogram(x, bins=7, range=(-2, 2.5)),
+                                np.histogram(x[8:200] * 0 + 3.0, 3),
+                                np.histogram(x, [-3, -1, 0, 0.5, 2], weights=w),
+                                np.histogram(x, 5, (-1, 1), weights=w, density=True)),
+     HX, R.random(600).astype(np.float32))
+case("histogram-auto-range", lambda x, i: (np.histogram(x), np.histogram(x, 3, density=True),
+                                           np.histogram(i, 4), np.histogram_bin_edges(x, 4),
+                                           np.histogram(x[:0], 2)),
+     R.standard_normal((30, 20)).astype(np.float32), R.integers(-5, 20, 300))
+case("histogram-blocks", lambda x, w: (np.histogram(x, 13, (-3, 3), weights=w),
+                                       np.histogram(x, np.linspace(-3, 3, 9), weights=w)),
+     R.standard_normal(70000), R.random(70000))
+# resize, block, unwrap, put_along_axis
+case("resize", lambda a: (np.resize(a, (5, 3)), np.resize(a[0], 7), np.resize(a[:0], (2, 2)),
+                          np.resize(a, 0)), X64)
+case("block", lambda a, b: (np.block([[a, b[:, :1]], [a[:1], b[:1, :1]]]),
+                            np.block([a[0], b[1], 7.0]), np.block(a), np.block([[[a]]]),
+                            np.block([[1, 2], [a[0, 0], 4]])), X64, I32)
+PHASE = np.array([0.0, 3.0, 6.5, 0.2, -3.5, 2.9, 9.0, 12.5])
+case("unwrap", lambda p: (np.unwrap(p), np.unwrap(np.stack([p, p[::-1]]), axis=0),
+                          np.unwrap(np.stack([p, -p]), discont=4.0),
+                          np.unwrap(p.astype(np.float32)), np.unwrap(p[:0])), PHASE)
+case("unwrap-int-period", lambda p: (np.unwrap((p * 10).astype(np.int64), period=40),
+                                     np.unwrap(np.array([0, 3, 6, 9]) + p[:4].astype(int),
+                                               period=6)), PHASE)
+case("put_along_axis", lambda a: _put_along(a.copy(), np.array([[1], [0], [3]]), -5.0, 1),
+     X64)
+case("put_along_axis-values-none", lambda a: (
+    _put_along(a * 2, np.argmax(np.nan_to_num(a), axis=0, keepdims=True), a[0], 0),
+    _put_along(a.copy(), np.array([1, 2]), 9.0, None)), X64)
 # insert/delete at static positions: NumPy's own reading of obj and broadcasting of values
 case("insert-flat", lambda a: np.insert(a, 5, 9.5), X64)
 case("insert-column-scalar", lambda a: np.insert(a, 1, -2.0, axis=1), X64)
@@ -330,6 +393,31 @@ error("insert-float-position", lambda x: np.insert(x, 1.5, 1.0), X64)
 error("delete-out-of-bounds", lambda x: np.delete(x, 7, 1), X64)
 error("delete-bad-axis", lambda x: np.delete(x, 0, axis=-3), X64)
 error("delete-mask-length", lambda x: np.delete(x, np.array([True, False]), 1), X64)
+error("cumulative_sum-2d-no-axis", np.cumulative_sum, X64)
+error("isin-bad-kind", lambda x: np.isin(x, [1.0], kind="hash"), X64)
+error("lexsort-0d-keys", lambda x: np.lexsort(x[0, 0]), X64)
+error("lexsort-shapes", lambda x: np.lexsort([x[0], x[0, :2]]), X64)
+error("vander-2d", np.vander, X64)
+error("polyfit-negative-degree", lambda x: np.polyfit(x[0], x[1], -1), X64)
+error("polyfit-2d-x", lambda x: np.polyfit(x, x, 1), X64)
+error("polyfit-lengths", lambda x: np.polyfit(x[0], x[1, :2], 1), X64)
+error("histogram-bins-zero", lambda x: np.histogram(x, 0), X64)
+error("histogram-range-reversed", lambda x: np.histogram(x, range=(1, 0)), X64)
+error("histogram-range-infinite", lambda x: np.histogram(x, range=(0, inf)), X64)
+error("histogram-bins-2d", lambda x: np.histogram(x, [[0, 1]]), X64)
+error("histogram-bins-decreasing", lambda x: np.histogram(x, [0, 2, 1]), X64)
+error("histogram-weights-shape", lambda x: np.histogram(x, weights=x[0]), X64)
+error("histogram-bins-float", lambda x: np.histogram(x, 2.5), X64)
+error("histogram-too-many-bins", lambda x: np.histogram(x, 100, range=(1.0, 1.0 + 1e-15)), X64)
+error("resize-negative", lambda x: np.resize(x, (2, -1)), X64)
+error("block-empty", lambda x: np.block([[x], []]), X64)
+error("block-depths", lambda x: np.block([[x], x]), X64)
+error("block-tuple", lambda x: np.block([x, (x, x)]), X64)
+error("unwrap-0d", lambda x: np.unwrap(x[0, 0]), X64)
+error("put_along_axis-float-indices", lambda x: np.put_along_axis(x, x[:, :1], 1.0, 1), X64)
+error("put_along_axis-ndim", lambda x: np.put_along_axis(x, np.array([0]), 1.0, 1), X64)
+error("put_along_axis-none-2d", lambda x: np.put_along_axis(x, np.zeros((1, 1), int), 1.0,
+                                                            None), X64)
 error("ediff1d-to_begin-float", lambda x: np.ediff1d(x, to_begin=0.5), I32)
 error("vecdot-mismatch", np.vecdot, G, V)
 error("matvec-1d", np.matvec, V, V)
@@ -380,7 +468,9 @@ COMPILED = {
     "diagonal-k1", "diag-1d-k-1", "trace-3d-dtype", "rot90-k1", "kron-3d", "gradient-2d",
     "gradient-edge2-coords", "cov", "corrcoef", "convolve-same", "meshgrid-xy",
     "linspace-arrays", "geomspace-negative", "select", "average-weights", "count_nonzero-all",
-    "insert-several", "insert-column-of-values", "delete-mask",
+    "insert-several", "insert-column-of-values", "delete-mask", "cumulative_sum", "isin",
+    "lexsort", "polyval", "vander", "polyfit", "histogram", "histogram-auto-range",
+    "histogram-blocks", "block", "unwrap", "put_along_axis-values-none",
 }
 
 
@@ -463,6 +553,17 @@ GRADS = {  # name: (function of float64 arrays, input shapes); inputs are drawn 
     "insert_delete": (lambda x, v: np.insert(x, [0, 2, 2], v * x[:, 1:2], axis=1)
                       + np.delete(np.insert(x, 1, v, axis=1), [0], axis=1)[:, :1],
                       [(3, 3), (3,)]),
+    "polyval_vander_polyfit": (lambda p, x: np.polyval(p, x) + np.vander(x, 3)[:, 1]
+                               + np.polyfit(x, np.sin(p[0] * x), 2)[0], [(3,), (5,)]),
+    "histogram_weights": (lambda x, w: np.histogram(x, 3, (0.0, 2.0), weights=w ** 2)[0]
+                          + np.histogram(x, [0.6, 1.0, 1.6], weights=w, density=True)[0]
+                          .sum(), [(6,), (6,)]),
+    "block_resize_unwrap": (lambda x, y: np.block([[x, y], [y, x]]).sum(axis=0)
+                            + np.resize(x, 4) * np.unwrap(np.resize(y, 4) * 4.0),
+                            [(2,), (2,)]),
+    "put_along_axis_cumulative": (lambda x: np.cumulative_prod(_put_along(
+        x * 1.0, np.array([[0], [2]]), x[:, 1:2] ** 2, 1), axis=1, include_initial=True),
+        [(2, 3)]),
     "select_meshgrid": (lambda x, y: np.select([x > 1.0], [x * y], default=y)
                         * np.meshgrid(x, y)[0][:1], [(3,), (3,)]),
 }

@@ -14,7 +14,16 @@ from types import FunctionType
 
 import numpy as np
 
-from . import numpy_api, numpy_more, ordering, quantiles, traced_quantiles, updates  # noqa: F401
+from . import (  # noqa: F401
+    histograms,
+    numpy_api,
+    numpy_more,
+    ordering,
+    polynomials,
+    quantiles,
+    traced_quantiles,
+    updates,
+)
 from .indexing import getitem
 from .tracer import Tracer
 

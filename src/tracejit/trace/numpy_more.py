@@ -586,6 +586,103 @@ def _positions(name: str, obj, run) -> np.ndarray:
         raise DTypeError(str(e)) from None
 
 
+@implements(np.resize)
+def resize(a, new_shape):
+    """``a``'s elements repeated in order to fill ``new_shape`` (zeros if it has none)."""
+    shape = (new_shape,) if isinstance(new_shape, (int, np.integer)) else tuple(new_shape)
+    a = ravel(_as_strong_operand(a))
+    if builtins.any(n < 0 for n in shape):
+        raise ShapeError("all elements of `new_shape` must be non-negative")
+    t, size = aval(a), int(np.prod(shape))
+    if t.size == 0 or size == 0:
+        return bind("full", shape=shape, dtype=t.dtype, value=0)
+    repeats = -(-size // t.size)
+    return reshape(_take_slice(concatenate((a,) * repeats), 0, 0, size), shape)
+
+
+@implements(np.block)
+def block(arrays):
+    """Nested lists of arrays joined innermost first, along the last axes, each block
+    raised to the result's dimensions first (NumPy's rules, and its errors)."""
+    depth, ndim, _ = _block_depth(arrays, "arrays", 0)
+    return _block(arrays, depth, builtins.max(depth, ndim), 0)
+
+
+def _block_depth(arrays, where: str, depth: int) -> tuple[int, int, str]:
+    """(list depth, largest block ndim, the first block's place) of ``arrays``."""
+    if isinstance(arrays, tuple):
+        raise DTypeError(f"{where} is a tuple. Only lists can be used to arrange blocks, and "
+                         "np.block does not allow implicit conversion from tuple to ndarray.")
+    if not isinstance(arrays, list):
+        return depth, aval(_as_strong_operand(arrays)).ndim, where
+    if not arrays:
+        raise ShapeError(f"List at {where} cannot be empty")
+    found = [_block_depth(a, f"{where}[{i}]", depth + 1) for i, a in enumerate(arrays)]
+    for d, _, place in found[1:]:
+        if d != found[0][0]:
+            raise ShapeError(f"List depths are mismatched. First element was at depth "
+                             f"{found[0][0]}, but there is an element at depth {d} ({place})")
+    return found[0][0], builtins.max(n for _, n, _ in found), found[0][2]
+
+
+def _block(arrays, list_ndim: int, ndim: int, depth: int):
+    if depth < list_ndim:
+        parts = [_block(a, list_ndim, ndim, depth + 1) for a in arrays]
+        return concatenate(parts, -(list_ndim - depth))
+    a = _as_strong_operand(arrays)
+    shape = aval(a).shape
+    return reshape(a, (1,) * (ndim - len(shape)) + shape)
+
+
+@implements(np.unwrap)
+def unwrap(p, discont=None, axis=-1, *, period=2 * np.pi):
+    """NumPy's steps: each jump's excess over half a period, as multiples of the period,
+    taken off every later element by a running sum."""
+    p = _as_strong_operand(p)
+    dd = diff(p, axis=axis)
+    axis = normalize_axis(int(axis), aval(p).ndim)
+    discont = period / 2 if discont is None else discont
+    dtype = np.result_type(np.empty(0, aval(dd).dtype), period)
+    if np.issubdtype(dtype, np.integer):
+        high, rem = divmod(period, 2)
+        ambiguous = rem == 0
+    else:
+        high, ambiguous = period / 2, True
+    low = -high
+    ddmod = np.mod(dd - low, period) + low
+    if ambiguous:  # a jump of exactly half a period keeps its sign
+        ddmod = _where((ddmod == low) & (dd > 0), astype(np.asarray(high), aval(ddmod).dtype),
+                       ddmod)
+    delta = ddmod - dd
+    correction = _where(np.abs(dd) < discont, np.zeros((), aval(delta).dtype), delta)
+    n = aval(p).shape[axis]
+    head = astype(_take_slice(p, axis, 0, builtins.min(n, 1)), dtype)
+    rest = _take_slice(p, axis, 1, n) + np.cumsum(correction, axis)
+    return concatenate((head, astype(rest, dtype)), axis)
+
+
+@implements(np.put_along_axis)
+def put_along_axis(arr, indices, values, axis):
+    """``arr[the index of take_along_axis] = values``, in place as NumPy writes it. With
+    ``axis=None`` NumPy writes through ``arr``'s flat view, and raises where it has none
+    (not C-contiguous); a traced array's layout is unknown, so this always writes."""
+    t, ti = aval(arr), aval(_as_strong_operand(indices))
+    if axis is None and ti.ndim != 1:
+        raise ShapeError("when axis=None, `indices` must have a single dimension.")
+    if ti.dtype.kind not in "iu":
+        raise IndexOutOfBounds("`indices` must be an integer array")
+    if axis is None:
+        arr, axis = arr.reshape(-1), 0
+        t = aval(arr)
+    axis = normalize_axis(operator.index(axis), t.ndim)
+    if ti.ndim != t.ndim:
+        raise ShapeError("`indices` and `arr` must have the same number of dimensions")
+    key = tuple(indices if d == axis else np.arange(n).reshape(
+        [n if e == d else 1 for e in range(t.ndim)]) for d, n in enumerate(t.shape))
+    arr[key] = values
+    return None
+
+
 @implements(np.rot90)
 def rot90(m, k=1, axes=(0, 1)):
     axes = tuple(axes)

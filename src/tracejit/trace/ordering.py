@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import ConcretizationError, DTypeError, ShapeError, UnsupportedOperation
 from ..ir.ops import normalize_axis
 from ..ir.ordering_ops import SORT_KINDS
+from . import intercept
 from .core import bind
 from .numpy_api import (
     _reject_out,
@@ -85,6 +86,36 @@ def nancumsum(a, axis=None, dtype=None, out=None):
 @implements(np.nancumprod)
 def nancumprod(a, axis=None, dtype=None, out=None):
     return cumprod(_nan_to(a, 1), axis, dtype, out)
+
+
+@implements(np.cumulative_sum)
+def cumulative_sum(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
+    return _cumulative("cumulative_sum", "cumsum", 0, x, axis, dtype, out, include_initial)
+
+
+@implements(np.cumulative_prod)
+def cumulative_prod(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
+    return _cumulative("cumulative_prod", "cumprod", 1, x, axis, dtype, out, include_initial)
+
+
+def _cumulative(name: str, op: str, identity: int, x, axis, dtype, out, include_initial):
+    """NumPy's array-API scans: ``axis`` required beyond one dimension, a 0-d array read as
+    a 1-d one, and the identity first if ``include_initial``."""
+    _reject_out(name, out)
+    x = as_array(x)
+    if aval(x).ndim == 0:
+        x = ravel(x)
+    ndim = aval(x).ndim
+    if axis is None and ndim >= 2:
+        raise ShapeError("For arrays which have more than one dimension ``axis`` argument "
+                         "is required.", hint=f"pass axis= to np.{name}")
+    axis = 0 if axis is None else normalize_axis(operator_index(axis, name), ndim)
+    res = bind(op, x, axis=axis, dtype=None if dtype is None else np.dtype(dtype))
+    if not include_initial:
+        return res
+    shape = tuple(1 if d == axis else n for d, n in enumerate(aval(res).shape))
+    first = bind("full", shape=shape, dtype=aval(res).dtype, value=identity)
+    return concatenate((first, res), axis)
 
 
 # ---------------------------------------------------------------- sorting
@@ -224,6 +255,56 @@ def searchsorted(a, v, side="left", sorter=None):
         a = take_along_axis(a, sorter, 0) if aval(a).ndim == 1 else a
     a, v = _common(a, v)
     return _scalar_result(bind("searchsorted", a, v, side=side))
+
+
+@implements(np.isin)
+def isin(element, test_elements, assume_unique=False, invert=False, *, kind=None):
+    """Each element looked up in the sorted test elements (what NumPy's sort kind does,
+    and the table kind's answer): equal as ``==`` says, so NaN is never found and -0.0
+    finds 0.0."""
+    if kind not in (None, "sort", "table"):
+        raise ShapeError(f"Invalid kind: {kind!r}. Please use None, 'sort' or 'table'.")
+    element, test = as_array(element), ravel(as_array(test_elements))
+    m = aval(test).size
+    if m == 0:
+        found = bind("full", shape=aval(element).shape, dtype=np.dtype(bool), value=False)
+    else:
+        ordered = bind("sort", test, axis=0, kind="quicksort")
+        at = bind("minimum", searchsorted(ordered, element), m - 1)
+        found = bind("equal", bind("gather", ordered, at, axis=0), element)
+    return bind("logical_not", found) if invert else found
+
+
+@intercept.replaces(np, "lexsort")
+def _lexsort_of_a_list(original, keys, axis=-1):
+    """np.lexsort dispatches on a tuple of keys or an array, not on a list: a list holding
+    a traced key would ask it for its value."""
+    if isinstance(keys, list) and any(isinstance(k, Tracer) for k in keys):
+        return lexsort(keys, axis)
+    return original(keys, axis)
+
+
+@implements(np.lexsort)
+def lexsort(keys, axis=-1):
+    """Stable argsorts from the first key to the last, the last key the primary one."""
+    if not isinstance(keys, (list, tuple)):  # an array's keys are its rows
+        keys = as_array(keys)
+        keys = [keys[i] for i in range(aval(keys).shape[0])] if aval(keys).ndim else []
+    keys = [as_array(k) for k in keys]
+    if not keys:
+        raise DTypeError("need sequence of keys with len > 0 in lexsort")
+    shape = aval(keys[0]).shape
+    if any(aval(k).shape != shape for k in keys):
+        raise ShapeError("all keys need to be the same shape")
+    axis = operator_index(axis, "lexsort")
+    if not shape:
+        return _scalar_result(bind("full", shape=(), dtype=np.dtype(np.int64), value=0))
+    axis = normalize_axis(axis, len(shape))
+    order = bind("argsort", keys[0], axis=axis, kind="stable")
+    for k in keys[1:]:
+        by = bind("argsort", take_along_axis(k, order, axis), axis=axis, kind="stable")
+        order = take_along_axis(order, by, axis)
+    return order
 
 
 def _reversed(a):
