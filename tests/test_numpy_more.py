@@ -595,3 +595,20 @@ def test_gradient_matches_finite_differences(name):
     got = tj.grad(objective, argnums=tuple(range(len(xs))), backend="reference")(*xs)
     for g, want in zip(got, _fd(objective, xs), strict=True):
         np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6 * max(1, np.abs(want).max()))
+
+
+@pytest.mark.parametrize(("start", "stop", "num", "dtype"), [
+    (-3, 3, 51, np.float64), (0.1, 0.7, 8, np.float32), (np.float32(-1.5), np.float32(2.25),
+                                                         14, np.float32),
+    (-2.0, 2.5, 8, np.float64), (2.0, 2.0, 5, np.float64), (-7, 20, 6, np.int64),
+    (np.float64(1e-300), np.float64(3e-300), 4, np.float64), (5.0, 1.0, 2, np.float64)])
+def test_linspace_at_gives_linspaces_bits(start, stop, num, dtype):
+    """The histogram's edges computed in place are linspace's, element for element."""
+    from tracejit.trace.numpy_more import linspace_at
+
+    k = np.arange(num)
+    got = tj.jit(lambda k: linspace_at(k, start, stop, num, np.dtype(dtype)),
+                 backend="reference")(k)
+    want = np.linspace(start, stop, num, dtype=dtype)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))

@@ -1,7 +1,8 @@
 """NumPy's histogram and histogram_bin_edges, step for step.
 
 Equal bins (``bins`` a number) go NumPy's fast way: each value's bin from its offset
-times the bins per unit, corrected by one where rounding put it beside its edge, then
+times the bins per unit, corrected by one where rounding put it beside its edge (the
+edges computed in place, as ``linspace`` computes them, so the steps fuse), then
 counted (weights summed) in NumPy's blocks of 65536 values, in NumPy's order, so float
 weights add up bit for bit. Given edges go the other way: the sorted values searched for
 each edge. Values outside the range, and NaN, count nowhere.
@@ -33,7 +34,7 @@ from .numpy_api import (
 from .numpy_api import max as amax
 from .numpy_api import min as amin
 from .numpy_api import where as _where
-from .numpy_more import diff, linspace
+from .numpy_more import diff, linspace, linspace_at
 from .ordering import as_array, searchsorted
 from .tracer import Tracer
 
@@ -136,9 +137,9 @@ def _equal_bins(a, weights, edges, first, last, n: int, ntype: np.dtype):
     f = (_where(keep, x, start) - start) / astype(as_array(last - first), dtype) * n
     index = astype(f, np.dtype(np.intp))
     index = bind("minimum", bind("maximum", _where(index == n, index - 1, index), 0), n - 1)
-    index = index - astype(x < bind("gather", edges, index, axis=0), np.dtype(np.intp))
-    index = index + astype((x >= bind("gather", edges, index + 1, axis=0)) & (index != n - 1),
-                           np.dtype(np.intp))
+    index = index - astype(x < linspace_at(index, first, last, n + 1, dtype), np.dtype(np.intp))
+    index = index + astype((x >= linspace_at(index + 1, first, last, n + 1, dtype))
+                           & (index != n - 1), np.dtype(np.intp))
     index = bind("minimum", bind("maximum", index, 0), n - 1)  # (values not kept)
     if weights is None:
         return _scatter_add(n, ntype, index, astype(keep, ntype))

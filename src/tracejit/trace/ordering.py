@@ -259,15 +259,19 @@ def searchsorted(a, v, side="left", sorter=None):
 
 @implements(np.isin)
 def isin(element, test_elements, assume_unique=False, invert=False, *, kind=None):
-    """Each element looked up in the sorted test elements (what NumPy's sort kind does,
-    and the table kind's answer): equal as ``==`` says, so NaN is never found and -0.0
-    finds 0.0."""
+    """Equal as ``==`` says (NaN is never found, -0.0 finds 0.0), found NumPy's way: a few
+    test elements (fewer than 10 n**0.145 for n elements) one comparison each, which fuse
+    into one loop; more, each element looked up in the sorted test elements."""
     if kind not in (None, "sort", "table"):
         raise ShapeError(f"Invalid kind: {kind!r}. Please use None, 'sort' or 'table'.")
     element, test = as_array(element), ravel(as_array(test_elements))
     m = aval(test).size
     if m == 0:
         found = bind("full", shape=aval(element).shape, dtype=np.dtype(bool), value=False)
+    elif m < 10 * aval(element).size ** 0.145:
+        found = bind("equal", element, test[0])
+        for i in range(1, m):
+            found = bind("logical_or", found, bind("equal", element, test[i]))
     else:
         ordered = bind("sort", test, axis=0, kind="quicksort")
         at = bind("minimum", searchsorted(ordered, element), m - 1)
