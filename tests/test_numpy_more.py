@@ -223,6 +223,14 @@ case("put_along_axis", lambda a: _put_along(a.copy(), np.array([[1], [0], [3]]),
 case("put_along_axis-values-none", lambda a: (
     _put_along(a * 2, np.argmax(np.nan_to_num(a), axis=0, keepdims=True), a[0], 0),
     _put_along(a.copy(), np.array([1, 2]), 9.0, None)), X64)
+# apply_along_axis: one traced map over the slices, its results' dimensions at the axis
+case("apply_along_axis", lambda a: (np.apply_along_axis(np.sum, 0, a),
+                                    np.apply_along_axis(lambda r: r[::-1] * 2, 1, a),
+                                    np.apply_along_axis(lambda r: np.outer(r, r), 2, a),
+                                    np.apply_along_axis(lambda r, k: r.max() * k, 1, a, 3.0),
+                                    np.apply_along_axis(np.cumsum, 1, a[:, :0])), CUBE)
+case("apply_along_axis-1d-int", lambda a: (np.apply_along_axis(np.diff, 0, a[0]),
+                                           np.apply_along_axis(np.median, 1, a)), I32)
 # insert/delete at static positions: NumPy's own reading of obj and broadcasting of values
 case("insert-flat", lambda a: np.insert(a, 5, 9.5), X64)
 case("insert-column-scalar", lambda a: np.insert(a, 1, -2.0, axis=1), X64)
@@ -418,6 +426,8 @@ error("put_along_axis-float-indices", lambda x: np.put_along_axis(x, x[:, :1], 1
 error("put_along_axis-ndim", lambda x: np.put_along_axis(x, np.array([0]), 1.0, 1), X64)
 error("put_along_axis-none-2d", lambda x: np.put_along_axis(x, np.zeros((1, 1), int), 1.0,
                                                             None), X64)
+error("apply_along_axis-empty-iteration", lambda x: np.apply_along_axis(np.sum, 1, x[:0]), X64)
+error("apply_along_axis-bad-axis", lambda x: np.apply_along_axis(np.sum, 2, x), X64)
 error("ediff1d-to_begin-float", lambda x: np.ediff1d(x, to_begin=0.5), I32)
 error("vecdot-mismatch", np.vecdot, G, V)
 error("matvec-1d", np.matvec, V, V)
@@ -470,7 +480,7 @@ COMPILED = {
     "linspace-arrays", "geomspace-negative", "select", "average-weights", "count_nonzero-all",
     "insert-several", "insert-column-of-values", "delete-mask", "cumulative_sum", "isin",
     "lexsort", "polyval", "vander", "polyfit", "histogram", "histogram-auto-range",
-    "histogram-blocks", "block", "unwrap", "put_along_axis-values-none",
+    "histogram-blocks", "block", "unwrap", "put_along_axis-values-none", "apply_along_axis",
 }
 
 
@@ -564,6 +574,8 @@ GRADS = {  # name: (function of float64 arrays, input shapes); inputs are drawn 
     "put_along_axis_cumulative": (lambda x: np.cumulative_prod(_put_along(
         x * 1.0, np.array([[0], [2]]), x[:, 1:2] ** 2, 1), axis=1, include_initial=True),
         [(2, 3)]),
+    "apply_along_axis": (lambda x: np.apply_along_axis(lambda r: np.exp(r) / r.sum(), 1, x)
+                         + np.apply_along_axis(np.prod, 0, x), [(3, 3)]),
     "select_meshgrid": (lambda x, y: np.select([x > 1.0], [x * y], default=y)
                         * np.meshgrid(x, y)[0][:1], [(3,), (3,)]),
 }

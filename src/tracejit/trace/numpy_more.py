@@ -40,6 +40,7 @@ from ..errors import (
 )
 from ..ir.ops import normalize_axes, normalize_axis
 from ..ir.signal_ops import MODES
+from . import loops
 from .core import bind
 from .numpy_api import (
     COMPOSED_UFUNCS,
@@ -681,6 +682,30 @@ def put_along_axis(arr, indices, values, axis):
         [n if e == d else 1 for e in range(t.ndim)]) for d, n in enumerate(t.shape))
     arr[key] = values
     return None
+
+
+@implements(np.apply_along_axis)
+def apply_along_axis(func1d, axis, arr, *args, **kwargs):
+    """``func1d`` of every 1-d slice along ``axis``, traced once as a map (a scan without a
+    carry, which the loop passes turn into whole-array ops where they can), its results'
+    dimensions in place of ``axis`` as NumPy stacks them."""
+    arr = _as_strong_operand(arr)
+    t = aval(arr)
+    axis = normalize_axis(operator.index(axis), t.ndim)
+    view = moveaxis(arr, axis, -1)
+    lead = aval(view).shape[:-1]
+    if 0 in lead:
+        raise ShapeError("Cannot apply_along_axis when any iteration dimensions are 0")
+
+    def step(carry, row):
+        return carry, _as_strong_operand(func1d(row, *args, **kwargs))
+
+    out = loops.scan(step, (), reshape(view, (int(np.prod(lead)), t.shape[axis])),
+                     what="np.apply_along_axis")[1]
+    res_shape = aval(out).shape[1:]
+    out = reshape(out, lead + res_shape)
+    return transpose(out, [*range(axis), *range(len(lead), len(lead) + len(res_shape)),
+                           *range(axis, len(lead))])
 
 
 @implements(np.rot90)
