@@ -37,3 +37,15 @@ def cupy(monkeypatch, devices: int = 1, dask: bool = False):
         forget_cupy()
         yield emulated
     forget_cupy()
+
+
+def on_host(tree):
+    """Results computed on the GPU, on the host (a tuple's items each; 0-d as scalars)."""
+    import numpy as np
+
+    import tracejit as tj
+
+    if isinstance(tree, tuple):
+        return tuple(on_host(t) for t in tree)
+    out = tj.to_host(tree)
+    return out[()] if isinstance(out, np.ndarray) and out.ndim == 0 else out

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import warnings
 
+import gpu
 import numpy as np
 import pytest
 from numpy_compare import assert_same, builtin_error
@@ -624,3 +625,23 @@ def test_linspace_at_gives_linspaces_bits(start, stop, num, dtype):
     want = np.linspace(start, stop, num, dtype=dtype)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+@pytest.fixture
+def cuda(monkeypatch):
+    """The emulated CuPy (tools/cudasim), one GPU."""
+    with gpu.cupy(monkeypatch):
+        yield
+
+
+@pytest.mark.parametrize("name", ["histogram", "histogram-auto-range", "isin", "insert-several",
+                                  "delete-mask", "block", "unwrap", "apply_along_axis",
+                                  "vander", "lexsort", "cumulative_sum"])
+def test_on_the_emulated_gpu(name, cuda):
+    """The compositions run on the GPU as well (weighted histograms add with atomics there:
+    within rounding)."""
+    (fn, args, _), = [c.values for c in CASES if c.id == name]
+    with tj.device("cuda"):
+        got = tj.jit(fn)(*copy.deepcopy(args))
+    got = gpu.on_host(got)
+    assert_same(got, fn(*copy.deepcopy(args)), 1.0)

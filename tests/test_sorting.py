@@ -12,6 +12,7 @@ A few cases run on the emulated GPU.
 
 from __future__ import annotations
 
+import gpu
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -489,18 +490,8 @@ def test_cpu_runs_library_steps_exactly():
 @pytest.fixture
 def cuda(monkeypatch):
     """The emulated CuPy (tools/cudasim), one GPU."""
-    import cudasim
-
-    from tracejit import targets
-
-    monkeypatch.setattr(targets, "gpu_requested", False)
-    with cudasim.installed(scheduler="fibers"):
-        cudasim.set_device_count(1)
-        targets._cupy.cache_clear()
-        targets._gpu_count.cache_clear()
+    with gpu.cupy(monkeypatch):
         yield
-    targets._cupy.cache_clear()
-    targets._gpu_count.cache_clear()
 
 
 @pytest.mark.parametrize("name", ["cumsum_axes", "cumprod_int", "accumulate_max_min",
@@ -513,15 +504,8 @@ def test_on_the_emulated_gpu(name, cuda):
     fn, args = CASES[name]
     with tj.device("cuda"):
         got = tj.jit(fn)(*args)
-    got = tj.tree_map(tj.to_host, got) if hasattr(tj, "tree_map") else _to_host(got)
+    got = gpu.on_host(got)
     assert_same(got, fn(*args), 1.0)
-
-
-def _to_host(tree):
-    if isinstance(tree, tuple):
-        return tuple(_to_host(t) for t in tree)
-    out = tj.to_host(tree)
-    return out[()] if isinstance(out, np.ndarray) and out.ndim == 0 else out
 
 
 @pytest.mark.parametrize("axis,kth", [(0, 1), (1, [0, 3]), (-1, -2), (None, [4, 9])])
@@ -531,7 +515,7 @@ def test_partition_on_the_emulated_gpu(axis, kth, cuda):
     with tj.device("cuda"):
         part, index = tj.jit(lambda x: (np.partition(x, kth, axis),
                                         np.argpartition(x, kth, axis)))(TIES_NAN)
-    part, index = _to_host(part), _to_host(index)
+    part, index = gpu.on_host(part), gpu.on_host(index)
     x, ax = (TIES_NAN.ravel(), 0) if axis is None else (TIES_NAN, axis % 2)
     assert_same(part, np.sort(x, ax, kind="stable"))
     assert_same(np.take(part, kth, ax), np.take(np.partition(x, kth, ax), kth, ax))
