@@ -224,6 +224,19 @@ case("put_along_axis", lambda a: _put_along(a.copy(), np.array([[1], [0], [3]]),
 case("put_along_axis-values-none", lambda a: (
     _put_along(a * 2, np.argmax(np.nan_to_num(a), axis=0, keepdims=True), a[0], 0),
     _put_along(a.copy(), np.array([1, 2]), 9.0, None)), X64)
+# ufunc.reduce of ufuncs without a registry reduction: NumPy's sequential fold
+case("reduce-fold", lambda a: (np.logaddexp.reduce(a), np.logaddexp.reduce(a, axis=-1),
+                               np.logaddexp2.reduce(a, axis=None),
+                               np.subtract.reduce(a, axis=2, keepdims=True),
+                               np.hypot.reduce(a, (0, 2)), np.logaddexp.reduce(a[:0], 0),
+                               np.subtract.reduce(a[0], 0, initial=5.0),
+                               np.logaddexp.reduce(a, 1, dtype=np.float32),
+                               np.fmax.reduce(a, 1), np.logaddexp.reduce(a[0, 0, 0])),
+     CUBE * 1.5)
+case("reduce-fold-int-bool", lambda i, b: (np.subtract.reduce(i, 1), np.bitwise_xor.reduce(i),
+                                           np.gcd.reduce(np.abs(i), 1),
+                                           np.logaddexp.reduce(i, 0), np.equal.reduce(b, 1),
+                                           np.logical_xor.reduce(b)), I32, B)
 # apply_along_axis: one traced map over the slices, its results' dimensions at the axis
 case("apply_along_axis", lambda a: (np.apply_along_axis(np.sum, 0, a),
                                     np.apply_along_axis(lambda r: r[::-1] * 2, 1, a),
@@ -427,6 +440,9 @@ error("put_along_axis-float-indices", lambda x: np.put_along_axis(x, x[:, :1], 1
 error("put_along_axis-ndim", lambda x: np.put_along_axis(x, np.array([0]), 1.0, 1), X64)
 error("put_along_axis-none-2d", lambda x: np.put_along_axis(x, np.zeros((1, 1), int), 1.0,
                                                             None), X64)
+error("reduce-fold-several-axes", lambda x: np.subtract.reduce(x, axis=None), X64)
+error("reduce-fold-empty", lambda x: np.subtract.reduce(x[:0], 0), X64)
+error("reduce-fold-bad-axis", lambda x: np.logaddexp.reduce(x, 2), X64)
 error("apply_along_axis-empty-iteration", lambda x: np.apply_along_axis(np.sum, 1, x[:0]), X64)
 error("apply_along_axis-bad-axis", lambda x: np.apply_along_axis(np.sum, 2, x), X64)
 error("ediff1d-to_begin-float", lambda x: np.ediff1d(x, to_begin=0.5), I32)
@@ -482,6 +498,7 @@ COMPILED = {
     "insert-several", "insert-column-of-values", "delete-mask", "cumulative_sum", "isin",
     "lexsort", "polyval", "vander", "polyfit", "histogram", "histogram-auto-range",
     "histogram-blocks", "block", "unwrap", "put_along_axis-values-none", "apply_along_axis",
+    "reduce-fold", "reduce-fold-int-bool",
 }
 
 
@@ -575,6 +592,8 @@ GRADS = {  # name: (function of float64 arrays, input shapes); inputs are drawn 
     "put_along_axis_cumulative": (lambda x: np.cumulative_prod(_put_along(
         x * 1.0, np.array([[0], [2]]), x[:, 1:2] ** 2, 1), axis=1, include_initial=True),
         [(2, 3)]),
+    "reduce_fold": (lambda x: np.logaddexp.reduce(x * 3.0, axis=1)
+                    + np.subtract.reduce(x, axis=0) * np.hypot.reduce(x, axis=None), [(3, 3)]),
     "apply_along_axis": (lambda x: np.apply_along_axis(lambda r: np.exp(r) / r.sum(), 1, x)
                          + np.apply_along_axis(np.prod, 0, x), [(3, 3)]),
     "select_meshgrid": (lambda x, y: np.select([x > 1.0], [x * y], default=y)
@@ -645,3 +664,11 @@ def test_on_the_emulated_gpu(name, cuda):
         got = tj.jit(fn)(*copy.deepcopy(args))
     got = gpu.on_host(got)
     assert_same(got, fn(*copy.deepcopy(args)), 1.0)
+
+
+def test_reductions_numpy_does_not_fold_are_refused():
+    """NumPy's arctan2.reduce and power.reduce are no fold (their vectorised loops drop
+    the running result): refused rather than copied."""
+    for fn in (lambda x: np.arctan2.reduce(x), lambda x: np.power.reduce(x, 1)):
+        with pytest.raises(tj.errors.UnsupportedOperation):
+            tj.jit(fn, backend="reference")(X64)

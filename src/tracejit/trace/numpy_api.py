@@ -16,6 +16,7 @@ import string
 import numpy as np
 
 from ..errors import (
+    AxisError,
     ConcretizationError,
     DTypeError,
     IndexOutOfBounds,
@@ -27,6 +28,7 @@ from ..errors import (
 from ..ir.ops import normalize_axes, normalize_axis, promote, slice_length
 from ..ir.registry import REGISTRY
 from ..ir.types import TensorType, type_of_constant
+from . import loops
 from .core import bind
 from .tracer import Tracer
 
@@ -287,6 +289,9 @@ def _apply_ufunc(ufunc, method, inputs, kwargs):
         fn = FUNCTIONS[getattr(np, _REDUCE_FUNCS[ufunc])][0]
         extra = {"dtype": dtype} if _REDUCE_FUNCS[ufunc] in ("sum", "prod") else {}
         return fn(a, axis=axis, keepdims=keepdims, **extra)
+    if method == "reduce" and ufunc.nin == 2 and ufunc.nout == 1 and ufunc not in _NO_FOLD:
+        (a,) = inputs
+        return _fold(ufunc, a, **kwargs)
     if method == "accumulate" and ufunc in _ACCUMULATE:
         axis, dtype = kwargs.pop("axis", 0), kwargs.pop("dtype", None)
         if kwargs or len(inputs) != 1:
@@ -299,6 +304,55 @@ def _apply_ufunc(ufunc, method, inputs, kwargs):
         a = reshape(a, ta.shape + (1,) * tb.ndim)
         return _strong(_elementwise(ufunc, (a, b)))
     raise _unsupported(f"{name}.{method}")
+
+
+# NumPy's reduce of these is no sequential fold (their vectorised loops do not carry the
+# running result: np.arctan2.reduce([a, b, c]) is arctan2(a, c)): not copied.
+_NO_FOLD = {np.arctan2, np.power}
+
+
+def _fold(ufunc, a, axis=0, dtype=None, out=None, keepdims=False, initial=np._NoValue,
+          where=True):
+    """``ufunc.reduce`` of a ufunc with no registry reduction (``logaddexp``, ``subtract``,
+    ``hypot``, ...): NumPy's sequential fold, ``r = ufunc(r, x[i])`` along the axis, as one
+    scan; over several axes (a ufunc NumPy may reorder) the elements in C order. NumPy's
+    own reduce of a zero array of the same shape gives the result's type and NumPy's
+    errors."""
+    name = f"{ufunc.__name__}.reduce"
+    if where is not True:
+        raise _unsupported(name, "(..., where=...)")
+    _reject_out(name, out)
+    a = _strong(a) if isinstance(a, Tracer) else np.asarray(a)
+    t = aval(a)
+    extra = {} if initial is np._NoValue else {"initial": initial}
+    try:
+        probe = ufunc.reduce(np.broadcast_to(np.zeros((), t.dtype), t.shape), axis=axis,
+                             dtype=dtype, keepdims=keepdims, **extra)
+    except np.exceptions.AxisError as e:
+        raise AxisError(str(e)) from None
+    except ValueError as e:
+        raise ShapeError(str(e)) from None
+    except TypeError as e:
+        raise DTypeError(str(e)) from None
+    result = TensorType(np.shape(probe), np.result_type(probe))
+    if t.ndim == 0:  # (NumPy's reduce of a 0-d array is its element)
+        return _scalar_result(bind("convert", a, dtype=result.dtype))
+    axes = sorted(normalize_axes(axis, t.ndim))
+    kept = [d for d in range(t.ndim) if d not in axes]
+    rows = reshape(transpose(a, [*axes, *kept]), (-1, *(t.shape[d] for d in kept)))
+    rows = bind("convert", rows, dtype=result.dtype)
+    if initial is not np._NoValue:
+        carry, xs = np.asarray(initial, result.dtype), rows
+    elif aval(rows).shape[0] == 0:  # (an identity: NumPy raised above otherwise)
+        carry, xs = np.asarray(ufunc.identity, result.dtype), rows
+    else:
+        rest = aval(rows).shape[1:]
+        carry, xs = reshape(_take_slice(rows, 0, 0, 1), rest), _take_slice(rows, 0, 1, None)
+    carry = bind("broadcast_to", _strong(carry) if isinstance(carry, Tracer) else carry,
+                 shape=aval(rows).shape[1:])
+    folded = loops.scan(lambda r, x: (_strong(ufunc(r, x)), None), carry, xs,
+                        what=f"numpy.{name}")[0]
+    return _scalar_result(reshape(bind("convert", folded, dtype=result.dtype), result.shape))
 
 
 # ufunc.accumulate as the registry's scans: add's and multiply's are np.cumsum's and
