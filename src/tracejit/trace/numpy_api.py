@@ -316,7 +316,7 @@ def _fold(ufunc, a, axis=0, dtype=None, out=None, keepdims=False, initial=np._No
     """``ufunc.reduce`` of a ufunc with no registry reduction (``logaddexp``, ``subtract``,
     ``hypot``, ...): NumPy's sequential fold, ``r = ufunc(r, x[i])`` along the axis, as one
     scan; over several axes (a ufunc NumPy may reorder) the elements in C order. NumPy's
-    own reduce of a zero array of the same shape gives the result's type and NumPy's
+    own reduce of a small zero array like ``a`` gives the result's dtype and NumPy's
     errors."""
     name = f"{ufunc.__name__}.reduce"
     if where is not True:
@@ -325,20 +325,22 @@ def _fold(ufunc, a, axis=0, dtype=None, out=None, keepdims=False, initial=np._No
     a = _strong(a) if isinstance(a, Tracer) else np.asarray(a)
     t = aval(a)
     extra = {} if initial is np._NoValue else {"initial": initial}
-    try:
-        probe = ufunc.reduce(np.broadcast_to(np.zeros((), t.dtype), t.shape), axis=axis,
-                             dtype=dtype, keepdims=keepdims, **extra)
+    try:  # (extents of 1 raise as the real ones do: only empty extents matter)
+        probe = ufunc.reduce(np.zeros(tuple(builtins.min(n, 1) for n in t.shape), t.dtype),
+                             axis=axis, dtype=dtype, keepdims=keepdims, **extra)
     except np.exceptions.AxisError as e:
         raise AxisError(str(e)) from None
     except ValueError as e:
         raise ShapeError(str(e)) from None
     except TypeError as e:
         raise DTypeError(str(e)) from None
-    result = TensorType(np.shape(probe), np.result_type(probe))
+    dtype = np.result_type(probe)
     if t.ndim == 0:  # (NumPy's reduce of a 0-d array is its element)
-        return _scalar_result(bind("convert", a, dtype=result.dtype))
+        return _scalar_result(bind("convert", a, dtype=dtype))
     axes = sorted(normalize_axes(axis, t.ndim))
     kept = [d for d in range(t.ndim) if d not in axes]
+    result = TensorType(tuple(1 if d in axes else n for d, n in enumerate(t.shape))
+                        if keepdims else tuple(t.shape[d] for d in kept), dtype)
     rows = reshape(transpose(a, [*axes, *kept]), (-1, *(t.shape[d] for d in kept)))
     rows = bind("convert", rows, dtype=result.dtype)
     if initial is not np._NoValue:
