@@ -135,12 +135,14 @@ def _equal_bins(a, weights, edges, first, last, n: int, ntype: np.dtype):
     x = astype(a, dtype)
     start = astype(as_array(first), dtype)
     f = (_where(keep, x, start) - start) / astype(as_array(last - first), dtype) * n
-    index = astype(f, np.dtype(np.intp))
-    index = bind("minimum", bind("maximum", _where(index == n, index - 1, index), 0), n - 1)
-    index = index - astype(x < linspace_at(index, first, last, n + 1, dtype), np.dtype(np.intp))
-    index = index + astype((x >= linspace_at(index + 1, first, last, n + 1, dtype))
-                           & (index != n - 1), np.dtype(np.intp))
-    index = bind("minimum", bind("maximum", index, 0), n - 1)  # (values not kept)
+    # The bin number as a whole float64 (f >= 0, so floor is NumPy's cast to int): the
+    # corrections then vectorise, and one cast at the end makes the index.
+    pos = astype(bind("floor", f), np.dtype(np.float64))
+    pos = _clamp(_where(pos == n, pos - 1, pos), n)
+    pos = pos - astype(x < linspace_at(pos, first, last, n + 1, dtype), pos.dtype)
+    pos = pos + astype((x >= linspace_at(pos + 1, first, last, n + 1, dtype)) & (pos != n - 1),
+                       pos.dtype)
+    index = astype(_clamp(pos, n), np.dtype(np.intp))  # (values not kept: any bin)
     if weights is None:
         return _scatter_add(n, ntype, index, astype(keep, ntype))
     w = _where(keep, astype(weights, np.dtype(np.float64)), np.float64(0))
@@ -179,6 +181,10 @@ def _inclusive(sorted_values, edges):
     m = aval(edges).shape[0]
     return concatenate((searchsorted(sorted_values, _take_slice(edges, 0, 0, m - 1), "left"),
                         searchsorted(sorted_values, _take_slice(edges, 0, m - 1, m), "right")))
+
+
+def _clamp(pos, n: int):
+    return bind("minimum", bind("maximum", pos, np.float64(0)), np.float64(n - 1))
 
 
 def _scatter_add(n: int, dtype: np.dtype, index, values):

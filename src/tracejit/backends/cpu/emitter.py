@@ -43,6 +43,7 @@ PARALLEL_BLOCKS = 16  # blocks of a reduced first dimension, each with partial r
 RUNNER_COMBINE_MIN = 1 << 21  # a blocked kernel whose sums the runner combines (~0.25 ms+)
 RUNNER_COMBINE_KEPT = 256  # ... and the elements such a sum keeps
 LANE_BYTES = 64  # one AVX-512 register of partial accumulators per reduction
+CHUNK = 512  # elements per chunk of a lane pass that also stores outputs (a multiple of lanes)
 
 # Ops whose Numba expression already has the float type its operands share (Python's
 # arithmetic, selections, abs, the math module's functions): computed in their output
@@ -304,10 +305,12 @@ class LoopEmitter:
         out = f"p{j}[b, " if node in self.blocked else f"o{j}["
         return f"{out}{_red_index(node, self.nd)}]"
 
-    def compute(self, sinks: list[Node], done: set[Value], lane: str | None = None) -> list[str]:
+    def compute(self, sinks: list[Node], done: set[Value], lane: str | None = None,
+                buffered: str | None = None) -> list[str]:
         """Statements computing ``sinks`` at one element from the kernel's values
         (recomputing cheap elementwise nodes a later phase needs again, skipping ``done``);
-        reductions update their ``accumulator``."""
+        reductions update their ``accumulator``, or with ``buffered`` (an element's
+        position in the chunk) store what they would add into their chunk buffer."""
         lines: list[str] = []
         kern = self.kern
         for node in kern.nodes:
@@ -315,8 +318,11 @@ class LoopEmitter:
                 continue
             done.add(node.out)
             if node.op in LOOP_REDUCTIONS:
-                acc = self.accumulator(node, lane)
                 v = self.read(node.inputs[0], node.out.type.dtype)
+                if buffered is not None:
+                    lines.append(f"{self.ref[node.out]}_buf[{buffered}] = {v}  # {node.op}")
+                    continue
+                acc = self.accumulator(node, lane)
                 lines.append(f"{acc} = {self.fold(node, acc, v)}  # {node.op}")
                 continue
             lines.append(f"{self.ref[node.out]} = {self.typed(node)}  # {node.op}")
@@ -508,7 +514,11 @@ class LoopEmitter:
             lo, hi, end = "0", last, str(int(last) - int(last) % lanes)
         else:  # a 1-d row of run-time length
             lo, hi, end = "0", last, f"{last} - {last} % U({lanes})"
-        src = self.lane_loops(reds, lo, end, lanes, indent, self.compute(sinks, set(done), "lane"))
+        if all(n.op in LOOP_REDUCTIONS for n in sinks):
+            src = self.lane_loops(reds, lo, end, lanes, indent,
+                                  self.compute(sinks, set(done), "lane"))
+        else:
+            src = self.buffered_lane_loops(sinks, reds, lo, end, lanes, indent, set(done))
         if full or not last.isdigit() or int(last) % lanes:
             src.append(f"{indent}for i{self.nd - 1} in range({end}, {hi}):  # the remainder")
             src += [f"{indent}    {line}" for line in self.compute(sinks, done)]
@@ -534,6 +544,33 @@ class LoopEmitter:
         lines.append(f"{indent}    for lane in range(U({lanes})):")
         lines.append(f"{indent}        i{self.nd - 1} = c + lane")
         lines += [f"{indent}        {line}" for line in body]
+        return lines
+
+    def buffered_lane_loops(self, sinks: list[Node], reds: list[Node], lo: str, end: str,
+                            lanes: int, indent: str, done: set[Value]) -> list[str]:
+        """``lane_loops`` for a pass that also stores elementwise outputs, chunk by chunk:
+        a plain loop computes the chunk's outputs and what each reduction adds (into a
+        buffer on the stack), then the lane loops fold the buffers. Together in one loop
+        the outputs and the lanes vectorised neither (a map with a sum ran 6x slower than
+        the map alone); the lanes add the same elements in the same order."""
+        d = f"i{self.nd - 1}"
+        lines = []
+        for r in reds:
+            acc, T = self.ref[r.out], NUMBA.dtype_name(r.out.type.dtype)
+            lines += [f"{indent}{acc}_lanes = view(stack({lanes}, {T}), ({lanes},))",
+                      f"{indent}{acc}_buf = view(stack({CHUNK}, {T}), ({CHUNK},))",
+                      f"{indent}for lane in range({lanes}):",
+                      f"{indent}    {acc}_lanes[lane] = {self.identity(r)}"]
+        lines += [f"{indent}for c in range(U({lo}), U({end}), U({CHUNK})):",
+                  f"{indent}    m = min(U({end}), c + U({CHUNK}))",
+                  f"{indent}    for {d} in range(c, m):"]
+        lines += [f"{indent}        {line}" for line in self.compute(sinks, done, None, f"{d} - c")]
+        lines += [f"{indent}    for g in range(U(0), m - c, U({lanes})):",
+                  f"{indent}        for lane in range(U({lanes})):"]
+        for r in reds:
+            acc = f"{self.ref[r.out]}_lanes[lane]"
+            lines.append(f"{indent}            {acc} = "
+                         f"{self.fold(r, acc, f'{self.ref[r.out]}_buf[g + lane]')}")
         return lines
 
     def combine_full(self) -> list[str]:
