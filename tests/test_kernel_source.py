@@ -3,6 +3,7 @@ statement are most of a kernel's compile time), without computing anything else:
 
 - a blocked scatter kernel combines its partial results in one loop over the blocks, of
   plain ranges (no ``np.ndindex``);
+- a pass that stores outputs and reduces goes chunk by chunk through a buffer;
 - arguments are wrapped by ``abi.view``, not Numba's generic ``carray``;
 - a float result computed in its own dtype is written without a cast, and Numba still
   types every local ``v<n>`` as its IR dtype (so the arithmetic is the same, bit for bit);
@@ -111,6 +112,24 @@ def test_blocked_scatter_combines_in_one_plain_loop():
     assert combine.count("for j1 in range(64):") == 3  # a loop per output: it vectorises
     assert combine.count("p") >= 3
     assert "np.float32(" not in combine  # float32 maxima need no cast
+
+
+@pytest.mark.parametrize("n", [emitter.CHUNK * 40 + 3, 8 * 5, 7])
+def test_outputs_and_a_sum_in_one_pass_go_chunk_by_chunk(n):
+    """A pass storing elementwise outputs and reducing fills a chunk buffer in a plain
+    loop, which vectorises, and folds it in lanes; the sum is the lanes' one, so it gives
+    what a pass without outputs gives, bit for bit, at every length (a chunk's remainder,
+    a row's remainder, none at all)."""
+    x = RNG.standard_normal(n)
+    both = lambda x: (np.exp(x) * 2.0, (np.exp(x) * 2.0).sum(), (x > 0).mean())
+    sources = [src for src, _ in emitted(both, x)]
+    assert any("_buf = view(stack(" in src and "for g in range(" in src for src in sources)
+    y, total, share = tj.jit(both)(x)
+    alone = tj.jit(lambda x: ((np.exp(x) * 2.0).sum(), (x > 0).mean()))(x)
+    assert (total, share) == alone  # (the same lanes in the same order)
+    np.testing.assert_allclose(y, np.exp(x) * 2.0, rtol=1e-15)
+    np.testing.assert_allclose(total, (np.exp(x) * 2.0).sum(), rtol=1e-12)
+    assert share == (x > 0).mean()
 
 
 def test_float_results_in_their_own_dtype_are_not_cast():
