@@ -8,7 +8,8 @@ are the shapes of program where it did: matrix-vector chains on a large argument
 ``gemv`` territory), a long Python loop of scalar steps unrolled while tracing, and a chain
 of sorts and cumulative sums (library calls on large arrays: ``np.sort`` was a stable
 argsort and a gather, 2.4x NumPy's time), robust statistics (median, MAD and quantiles:
-a stable sort where NumPy partitions, 0.1x NumPy's speed), plus two programs where fusion
+a stable sort where NumPy partitions, 0.1x NumPy's speed), a random walk's drawdowns
+(``np.maximum.accumulate``, ``np.histogram``, ``np.isin``), plus two programs where fusion
 should win. Each
 is the cached call, best of 7 repeats, checked against NumPy's result first. The ratio is
 NumPy's time over tracejit's: below 1.00x means tracejit is slower.
@@ -65,6 +66,15 @@ def robust_scale(x):
     return (np.clip(x, lo, hi) - med) / (1.4826 * mad)
 
 
+def drawdowns(x):
+    """A random walk's drawdowns from its running peak, binned, plus the share of steps at
+    a new peak: a running maximum, a histogram and a membership test."""
+    walk = np.cumsum(x)
+    drawdown = np.maximum.accumulate(walk) - walk
+    counts, _ = np.histogram(drawdown, bins=50)
+    return counts / counts.sum() + np.isin(drawdown, [0.0]).mean()
+
+
 def residual(A, x):
     r = A @ x - 1.0
     return np.sqrt(np.sum(r * r))
@@ -79,6 +89,8 @@ PROGRAMS = [
     ("sorts and cumulative sums, 4M float64", sorts_and_sums, (CHAIN.astype(np.float64),)),
     ("median, MAD and quantile clipping, 4M float64", robust_scale,
      (CHAIN.astype(np.float64),)),
+    ("drawdowns: running maximum, histogram, isin, 4M float64", drawdowns,
+     (CHAIN.astype(np.float64) - 0.5,)),
 ]
 
 
