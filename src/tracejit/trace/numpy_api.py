@@ -8,10 +8,12 @@ compositions here too, following NumPy's own definitions so dtypes and values ag
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
 import inspect
 import math
 import string
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -311,6 +313,22 @@ def _apply_ufunc(ufunc, method, inputs, kwargs):
 _NO_FOLD = {np.arctan2, np.power}
 
 
+@contextlib.contextmanager
+def numpy_errors_typed() -> Iterator[None]:
+    """NumPy's errors, from NumPy computing something static while tracing (an index
+    map, a result type), as tracejit's of the same builtin class, NumPy's message kept."""
+    try:
+        yield
+    except np.exceptions.AxisError as e:
+        raise AxisError(str(e)) from None
+    except IndexError as e:
+        raise IndexOutOfBounds(str(e)) from None
+    except ValueError as e:
+        raise ShapeError(str(e)) from None
+    except TypeError as e:
+        raise DTypeError(str(e)) from None
+
+
 def _fold(ufunc, a, axis=0, dtype=None, out=None, keepdims=False, initial=np._NoValue,
           where=True):
     """``ufunc.reduce`` of a ufunc with no registry reduction (``logaddexp``, ``subtract``,
@@ -325,15 +343,9 @@ def _fold(ufunc, a, axis=0, dtype=None, out=None, keepdims=False, initial=np._No
     a = _strong(a) if isinstance(a, Tracer) else np.asarray(a)
     t = aval(a)
     extra = {} if initial is np._NoValue else {"initial": initial}
-    try:  # (extents of 1 raise as the real ones do: only empty extents matter)
+    with numpy_errors_typed():  # (extents of 1 raise as the real ones: only 0 matters)
         probe = ufunc.reduce(np.zeros(tuple(builtins.min(n, 1) for n in t.shape), t.dtype),
                              axis=axis, dtype=dtype, keepdims=keepdims, **extra)
-    except np.exceptions.AxisError as e:
-        raise AxisError(str(e)) from None
-    except ValueError as e:
-        raise ShapeError(str(e)) from None
-    except TypeError as e:
-        raise DTypeError(str(e)) from None
     dtype = np.result_type(probe)
     if t.ndim == 0:  # (NumPy's reduce of a 0-d array is its element)
         return _scalar_result(bind("convert", a, dtype=dtype))

@@ -71,6 +71,7 @@ from .numpy_api import (
     min,
     moveaxis,
     normalize_axes_ordered,
+    numpy_errors_typed,
     ravel,
     reshape,
     split,
@@ -575,16 +576,8 @@ def _positions(name: str, obj, run) -> np.ndarray:
         raise ConcretizationError(f"np.{name} at traced positions (the result's shape "
                                   "would depend on their values)",
                                   hint="pass the positions as numbers or a NumPy array")
-    try:
+    with numpy_errors_typed():
         return run()
-    except np.exceptions.AxisError as e:
-        raise AxisError(str(e)) from None
-    except IndexError as e:
-        raise IndexOutOfBounds(str(e)) from None
-    except ValueError as e:
-        raise ShapeError(str(e)) from None
-    except TypeError as e:
-        raise DTypeError(str(e)) from None
 
 
 @implements(np.resize)
