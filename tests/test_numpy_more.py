@@ -242,7 +242,9 @@ case("apply_along_axis", lambda a: (np.apply_along_axis(np.sum, 0, a),
                                     np.apply_along_axis(lambda r: r[::-1] * 2, 1, a),
                                     np.apply_along_axis(lambda r: np.outer(r, r), 2, a),
                                     np.apply_along_axis(lambda r, k: r.max() * k, 1, a, 3.0),
-                                    np.apply_along_axis(np.cumsum, 1, a[:, :0])), CUBE)
+                                    np.apply_along_axis(np.cumsum, 1, a[:, :0]),
+                                    np.apply_along_axis(lambda r: (r.min(), r[0] * 2), 1, a),
+                                    np.apply_along_axis(lambda r: 1.5, 0, a)), CUBE)
 case("apply_along_axis-1d-int", lambda a: (np.apply_along_axis(np.diff, 0, a[0]),
                                            np.apply_along_axis(np.median, 1, a)), I32)
 # insert/delete at static positions: NumPy's own reading of obj and broadcasting of values

@@ -40,7 +40,7 @@ from ..errors import (
 )
 from ..ir.ops import normalize_axes, normalize_axis
 from ..ir.signal_ops import MODES
-from . import loops
+from . import creation, loops
 from .core import bind
 from .numpy_api import (
     COMPOSED_UFUNCS,
@@ -690,8 +690,10 @@ def apply_along_axis(func1d, axis, arr, *args, **kwargs):
     if 0 in lead:
         raise ShapeError("Cannot apply_along_axis when any iteration dimensions are 0")
 
-    def step(carry, row):
-        return carry, _as_strong_operand(func1d(row, *args, **kwargs))
+    def step(carry, row):  # (the result as NumPy's asanyarray makes it: lists stack)
+        res = func1d(row, *args, **kwargs)
+        return carry, creation.traced_array(res) if isinstance(res, (list, tuple)) else \
+            _as_strong_operand(res)
 
     out = loops.scan(step, (), reshape(view, (int(np.prod(lead)), t.shape[axis])),
                      what="np.apply_along_axis")[1]
