@@ -184,6 +184,9 @@ case("lexsort-one-key-nan", lambda a: (np.lexsort([a[0]]), np.lexsort(a, axis=0)
 case("polyval", lambda p, x: (np.polyval([1.5, -2.0, 0.5], x), np.polyval(p, x),
                               np.polyval(p, 2.0)), V[:3], S64)
 case("polyval-int", lambda p, x: np.polyval(p, x), np.array([2, -1, 3]), I32)
+case("lists-holding-traced-values", lambda x: (np.polyval([x[0, 0], 2.0, x[1, 1]], x),
+                                               np.isin(x, [x[0, 1], 7.0]),
+                                               np.searchsorted([x[2, 0], x[0, 0]], x)), S64)
 case("vander", lambda x: (np.vander(x), np.vander(x, 3, increasing=True), np.vander(x, 0),
                           np.vander(x, 1)), V)
 case("vander-f32-int-bool", lambda x, i, b: (np.vander(x, 4), np.vander(i, 3),

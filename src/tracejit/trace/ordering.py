@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import ConcretizationError, DTypeError, ShapeError, UnsupportedOperation
 from ..ir.ops import normalize_axis
 from ..ir.ordering_ops import SORT_KINDS
-from . import intercept
+from . import creation, intercept
 from .core import bind
 from .numpy_api import (
     _reject_out,
@@ -37,8 +37,11 @@ _KIND_NAMES = {"quick": "quicksort", "merge": "mergesort", "heap": "heapsort"}
 
 
 def as_array(x):
-    """A traced value as it is; anything else as NumPy's ``asarray`` makes it (a constant)."""
-    return _strong(x) if isinstance(x, Tracer) else np.asarray(x)
+    """A traced value as it is; a list holding traced values as ``np.array`` builds it;
+    anything else as NumPy's ``asarray`` makes it (a constant)."""
+    if isinstance(x, Tracer):
+        return _strong(x)
+    return creation.traced_array(x) if creation.has_tracer(x) else np.asarray(x)
 
 
 def _along(a, axis):
