@@ -658,6 +658,7 @@ def cuda(monkeypatch):
         yield
 
 
+@pytest.mark.filterwarnings("ignore::tracejit.errors.PlacementWarning")  # (int64 counts)
 @pytest.mark.parametrize("name", ["histogram", "histogram-auto-range", "isin", "insert-several",
                                   "delete-mask", "block", "unwrap", "apply_along_axis",
                                   "vander", "lexsort", "cumulative_sum"])
