@@ -233,6 +233,7 @@ case("reduce-fold", lambda a: (np.logaddexp.reduce(a), np.logaddexp.reduce(a, ax
                                np.subtract.reduce(a, axis=2, keepdims=True),
                                np.hypot.reduce(a, (0, 2)), np.logaddexp.reduce(a[:0], 0),
                                np.subtract.reduce(a[0], 0, initial=5.0),
+                               np.subtract.reduce(a[0], 1, initial=None),
                                np.logaddexp.reduce(a, 1, dtype=np.float32),
                                np.fmax.reduce(a, 1), np.logaddexp.reduce(a[0, 0, 0])),
      CUBE * 1.5)

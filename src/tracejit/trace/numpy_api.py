@@ -340,6 +340,8 @@ def _fold(ufunc, a, axis=0, dtype=None, out=None, keepdims=False, initial=np._No
     if where is not True:
         raise _unsupported(name, "(..., where=...)")
     _reject_out(name, out)
+    if initial is None:  # (NumPy's "no initial value" for numeric arrays)
+        initial = np._NoValue
     a = _strong(a) if isinstance(a, Tracer) else np.asarray(a)
     t = aval(a)
     extra = {} if initial is np._NoValue else {"initial": initial}
