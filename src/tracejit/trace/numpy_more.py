@@ -1191,56 +1191,47 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     num = operator.index(num)
     if num < 0:
         raise ShapeError(f"Number of samples, {num}, must be non-negative.")
-    div = num - 1 if endpoint else num
-    dt = _inexact(start, stop)
-    start, stop = (_as_strong_operand(s) for s in (start, stop))
-    delta = _u("subtract", astype(stop, dt), astype(start, dt))
-    nd = aval(delta).ndim
-    y = np.arange(0, num, dtype=dt).reshape((-1,) + (1,) * nd)
-    if div > 0:
-        step = _u("true_divide", delta, div)
-        zero = any(_u("equal", step, 0))
-        y = _where(zero, _u("multiply", _u("true_divide", y, div), delta),
-                   _u("multiply", y, step))
-    else:
-        step = _const(np.nan, dt)
-        y = _u("multiply", y, delta)
-    y = astype(_u("add", y, start), dt)
-    if endpoint and num > 1:
-        last = reshape(astype(stop, dt), (1,) + aval(y).shape[1:])
-        y = concatenate([_take_slice(y, 0, 0, num - 1), broadcast_to(
-            last, (1,) + aval(y).shape[1:])], 0)
+    nd = len(np.broadcast_shapes(aval(_as_strong_operand(start)).shape,
+                                 aval(_as_strong_operand(stop)).shape))
+    k = np.arange(0, num, dtype=_inexact(start, stop)).reshape((-1,) + (1,) * nd)
+    y, step = _spaced(k, start, stop, num, endpoint, dtype)
     if axis != 0:
         y = moveaxis(y, 0, axis)
-    if dtype is not None:
-        if np.issubdtype(dtype, np.integer):
-            y = _u("floor", y)
-        y = astype(y, dtype)
     return (y, _scalar_result(step) if isinstance(step, Tracer) else step) if retstep else y
 
 
 def linspace_at(k, start, stop, num: int, dtype):
-    """Elements ``k`` (an integer array) of ``linspace(start, stop, num, dtype=dtype)`` for
-    0-d ``start`` and ``stop``, each computed as ``linspace`` computes it, so with its bits,
+    """Elements ``k`` (an array of positions) of ``linspace(start, stop, num,
+    dtype=dtype)``, computed as ``linspace`` computes every element, so with its bits,
     without making the array: a histogram's edges at each value's bin fuse into one loop
     where a gather from the edges would not."""
-    div = num - 1
+    return _spaced(k, start, stop, num, True, dtype)[0]
+
+
+def _spaced(k, start, stop, num: int, endpoint: bool, dtype):
+    """NumPy's linspace at positions ``k`` (of ``start``'s and ``stop``'s inexact dtype
+    or integers), and its step: ``k * step + start``, or ``k / div * delta + start`` where
+    any step is zero; the last position is ``stop`` itself."""
+    div = num - 1 if endpoint else num
     dt = _inexact(start, stop)
     start, stop = (_as_strong_operand(s) for s in (start, stop))
     delta = _u("subtract", astype(stop, dt), astype(start, dt))
     y = astype(k, dt)
     if div > 0:
         step = _u("true_divide", delta, div)
-        y = _where(_u("equal", step, 0), _u("multiply", _u("true_divide", y, div), delta),
+        y = _where(any(_u("equal", step, 0)), _u("multiply", _u("true_divide", y, div), delta),
                    _u("multiply", y, step))
     else:
+        step = _const(np.nan, dt)
         y = _u("multiply", y, delta)
     y = astype(_u("add", y, start), dt)
-    if num > 1:
+    if endpoint and num > 1:
         y = _where(_u("equal", k, num - 1), astype(stop, dt), y)
-    if np.issubdtype(dtype, np.integer):
-        y = _u("floor", y)
-    return astype(y, dtype)
+    if dtype is not None:
+        if np.issubdtype(dtype, np.integer):
+            y = _u("floor", y)
+        y = astype(y, dtype)
+    return y, step
 
 
 @implements(np.logspace)
