@@ -83,10 +83,13 @@ def _build_c_meanwhile() -> None:
     first kernel; the thread waits on ``cc`` without the GIL, so they cost an empty
     cache's first call nothing (0.05 s of it before). A failure here is left to the code
     that needs the file, which builds it again and says why."""
+    root = diskcache.cache_dir() if diskcache.enabled() else None  # (read here: the
+    # thread must not build into a cache directory the caller has since moved from)
+
     def build() -> None:
         try:
-            if diskcache.enabled():
-                diskcache.built_c(native.RUNTIME_C, "runtime")
+            if root is not None:
+                diskcache.built_c(native.RUNTIME_C, "runtime", root)
             native.build_trampoline()
         except Exception:  # (left to the code that needs the file: see above)
             pass
