@@ -207,16 +207,32 @@ def test_a_column_reduction_and_a_blas_matmul_run_in_the_fused_driver():
 
 
 def test_a_library_step_the_fused_driver_lacks_runs_in_the_python_driver():
-    def f(c0, xs, idx):  # a cumulative sum: a NumPy call per step
-        return lax.scan(lambda c, x: (c + np.cumsum(x)[idx[0]], c), c0, xs)
+    def f(c0, xs, idx):  # a sort: a NumPy call per step
+        return lax.scan(lambda c, x: (c + np.sort(x)[idx[0]], c), c0, xs)
 
     c0, xs = np.float64(0.5), RNG.standard_normal((9, 6))
     c, ys = 0.5, []
     for t in range(9):
         ys.append(c)
-        c = c + np.cumsum(xs[t])[-2]
+        c = c + np.sort(xs[t])[-2]
     src = check(f, c0, xs, np.array([-2]), want=(c, np.array(ys)))
     assert PYTHON in src and FUSED not in src
+    with pytest.raises(IndexOutOfBounds, match="index 6 is out of bounds for axis 0"):
+        tj.jit(f, backend="cpu")(c0, xs, np.array([6]))
+
+
+def test_a_scan_kernel_runs_in_the_fused_driver():
+    def f(c0, xs, idx):  # each step's cumulative sum and running max: one kernel
+        return lax.scan(lambda c, x: (c + np.cumsum(x)[idx[0]],
+                                      np.maximum.accumulate(x * c)), c0, xs)
+
+    c0, xs = np.float64(0.5), RNG.standard_normal((9, 6))
+    c, ys = 0.5, []
+    for t in range(9):
+        ys.append(np.maximum.accumulate(xs[t] * c))
+        c = c + np.cumsum(xs[t])[-2]
+    src = check(f, c0, xs, np.array([-2]), want=(c, np.array(ys)), rtol=0, atol=0)
+    assert FUSED in src and PYTHON not in src and "# cumsum" in src and "# cummax" in src
     with pytest.raises(IndexOutOfBounds, match="index 6 is out of bounds for axis 0"):
         tj.jit(f, backend="cpu")(c0, xs, np.array([6]))
 

@@ -101,6 +101,17 @@ def test_new_batch_sizes_compile_nothing(fresh):
             check(grads, tj.jit(step, backend="reference")(W, B, x, y)[1], rtol=1e-4)
 
 
+def test_a_scan_kernel_serves_every_length(fresh):
+    """A kernel scanning its only axis reads that extent at run time too."""
+    def drawdowns(x):
+        walk = np.cumsum(x)
+        return np.maximum.accumulate(walk) - walk
+
+    f = tj.jit(drawdowns, backend="cpu")
+    assert new_kernels(lambda: f(RNG.standard_normal(5000))) == 1
+    x = RNG.standard_normal(7001)
+    assert new_kernels(lambda: np.testing.assert_array_equal(f(x), drawdowns(x))) == 0
+
 def test_equal_kernels_are_one_source():
     """Kernels equal up to their names (the same update of two parameters, the same chain
     on two steps' values) have byte-identical sources, naming no graph or line."""

@@ -109,10 +109,12 @@ DECISIONS: dict[str, Row] = {
                          "CuPy with NumPy's first-NaN rule on the GPU")
        for op in ("argmax", "argmin")},
     # ------------------------------------------------------------ scans, sorting
-    **{op: Row(L, L, why="NumPy's sequential accumulate (the CPU has no scan template yet); "
-                         "CuPy's scan on the GPU") for op in ("cumsum", "cumprod")},
-    **{op: Row(L, L, why="NumPy's ufunc.accumulate on the CPU; on the GPU a log-step scan "
-                         "of CuPy's maximum/minimum (exact, so NumPy's values)")
+    **{op: Row(K, L, why="a CPU kernel folds along its last axis in NumPy's order (a scan "
+                         "along another axis is NumPy's accumulate); CuPy's scan on the GPU")
+       for op in ("cumsum", "cumprod")},
+    **{op: Row(K, L, why="a CPU kernel folds along its last axis, as NumPy's accumulate; on "
+                         "the GPU a log-step scan of CuPy's maximum/minimum (exact, so "
+                         "NumPy's values)")
        for op in ("cummax", "cummin")},
     "sort": Row(L, L, why="np.sort / cupy.sort (CuPy's is stable for every kind: NumPy's "
                           "values, only -0.0 and 0.0 may come in another order than an "

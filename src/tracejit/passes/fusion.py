@@ -1,8 +1,12 @@
 """Fusion: partition a graph's nodes into kernels, the units a backend compiles.
 
 A *loop* kernel iterates over one shape. It holds elementwise nodes whose output has that
-shape (so nothing is recomputed per element), and reductions whose *input* has that shape
-(``sum(x * x)`` is one pass). It may have several outputs: siblings that read the same
+shape (so nothing is recomputed per element), reductions whose *input* has that shape
+(``sum(x * x)`` is one pass), and scans (``cumsum``, ``cummax``, ...) along its last axis,
+which a backend computes in order along each row, carrying the running value from one
+element to the next (``cummax(cumsum(x)) - cumsum(x)`` is one pass, not three); beside
+scans, only reductions whose result does not depend on the order (``max``, an integer
+``sum``). It may have several outputs: siblings that read the same
 inputs share one loop (Theano could only fuse single-output graphs). When all reductions
 of a kernel reduce the same trailing axes (``rows``), later nodes may use their results:
 the kernel then runs in phases per row (row softmax: max, then sum of exp, then the
@@ -31,10 +35,14 @@ from dataclasses import dataclass, field
 
 from ..errors import IRError
 from ..ir import Graph, Kind, Node, Value
-from ..ir.registry import REGISTRY, has_effect
+from ..ir.registry import REGISTRY, Exactness, has_effect
 
 # The reductions a loop kernel computes: those with a monoid (argmax/argmin have none).
 LOOP_REDUCTIONS = frozenset(name for name, op in REGISTRY.items() if op.monoid is not None)
+
+# The scans a loop kernel computes, each with the reduction whose monoid folds its elements
+# in: np.add.accumulate is a running sum, np.maximum.accumulate a running max.
+LOOP_SCANS = {"cumsum": "sum", "cumprod": "prod", "cummax": "max", "cummin": "min"}
 
 Axes = tuple["int | None", ...]  # per dimension of a value: its iteration axis, or None
 
@@ -84,6 +92,10 @@ class Kernel:
     def reductions(self) -> list[Node]:
         return [n for n in self.nodes if n.op in LOOP_REDUCTIONS]
 
+    @property
+    def scans(self) -> list[Node]:
+        return [n for n in self.nodes if n.op in LOOP_SCANS]
+
     def row_shape(self) -> tuple[int, ...] | None:
         """Shape of per-row values (the reductions' keepdims shape) in a row kernel."""
         if self.rows is None:
@@ -116,10 +128,12 @@ class Kernel:
 def _loop_shape(node: Node) -> tuple[int, ...] | None:
     """The iteration shape a node needs in a loop kernel, or None if it cannot join one.
     A contraction joins as an elementwise node over its output (when the backend accepts
-    it, i.e. its contracted dimension is small)."""
+    it, i.e. its contracted dimension is small). A scan joins one along its last axis."""
     kind = REGISTRY[node.op].kind
     if kind in (Kind.ELEMENTWISE, Kind.CONTRACTION):
         return node.out.type.shape
+    if node.op in LOOP_SCANS:
+        return node.out.type.shape if node.attrs["axis"] == node.out.type.ndim - 1 else None
     if node.op in LOOP_REDUCTIONS:
         return node.inputs[0].type.shape
     return None
@@ -198,7 +212,7 @@ def fuse(graph: Graph, fusible: Callable[[Node], bool] = lambda n: True) -> list
         if node.op in LOOP_REDUCTIONS:
             reduced.add(node.out)
     for kern in kernels:  # the loop form is fixed now: rows, if all reductions share them
-        if kern.kind == "loop" and kern.rows is None and kern.reductions:
+        if kern.kind == "loop" and kern.rows is None and kern.reductions and not kern.scans:
             kern.rows = kern.row_axes()
     _wire(graph, kernels, home)
     verify_kernels(kernels)
@@ -210,7 +224,7 @@ def _joins_as_row_level(node: Node, kern: Kernel, k: int, home: dict[Value, int]
     """A per-row elementwise node of a row kernel: its inputs are this kernel's reductions
     or per-row values, or come from earlier kernels."""
     rows = kern.rows if kern.rows is not None else kern.row_axes()
-    if rows is None or node.op in LOOP_REDUCTIONS:
+    if rows is None or node.op in LOOP_REDUCTIONS or kern.scans:
         return False
     row_shape = tuple(1 if d in rows else s for d, s in enumerate(kern.shape))
     if node.out.type.shape != row_shape:
@@ -237,8 +251,17 @@ def _can_join(node: Node, kern: Kernel, k: int, home: dict[Value, int],
               reduced: set[Value]) -> bool:
     """Inputs must be ready before kernel k runs, or computed inside it (not for a
     contraction) and read at the axes they were computed at; a reduced value only in a row
-    kernel (all its reductions, this node's included, over the same trailing axes)."""
+    kernel (all its reductions, this node's included, over the same trailing axes). A
+    kernel with a scan runs in one pass, never in a row kernel's phases: no node there
+    reads a reduction's result, and a scan joins no row kernel. It runs in order, so a
+    reduction whose result depends on the order (a float sum) does not join it either: it
+    would add element after element, not in lanes or NumPy's pairs."""
     if node.op in LOOP_REDUCTIONS and kern.rows is not None and node.attrs["axis"] != kern.rows:
+        return False
+    if node.op in LOOP_SCANS and kern.rows is not None:
+        return False
+    scanning = bool(kern.scans) or node.op in LOOP_SCANS
+    if scanning and not all(map(_order_free, kern.reductions + [node])):
         return False
     contraction = REGISTRY[node.op].kind is Kind.CONTRACTION
     for v in node.inputs:
@@ -249,9 +272,16 @@ def _can_join(node: Node, kern: Kernel, k: int, home: dict[Value, int],
             continue
         if contraction:
             return False  # a contraction reads its operands whole: they must exist already
-        if v in reduced and kern.row_axes(node) is None:
+        if v in reduced and (scanning or kern.row_axes(node) is None):
             return False
     return True
+
+
+def _order_free(node: Node) -> bool:
+    """Whether ``node`` is no reduction, or one whose result is the same in any order:
+    an exact one (``max``, ``any``), or a sum or product of integers (wrapping)."""
+    return node.op not in LOOP_REDUCTIONS or REGISTRY[node.op].exactness is Exactness.EXACT \
+        or node.out.type.dtype.kind in "biu"
 
 
 def _wire(graph: Graph, kernels: list[Kernel], home: dict[Value, int]) -> None:
@@ -321,6 +351,8 @@ def _kernel_problems(kern: Kernel):
         if held != sorted(set(held)):
             yield f"axes {axes} are out of order"
     for node in kern.nodes:
+        if node.op in LOOP_SCANS and (node.attrs["axis"] != len(shape) - 1 or kern.rows):
+            yield f"{node.op} along axis {node.attrs['axis']} of a {list(shape)} loop"
         if kern.axes.get(node.out) != produced_axes(node, shape):
             yield f"{node.op}'s result is held at {kern.axes.get(node.out)}"
         for v in _elementwise_operands(node):
@@ -328,6 +360,8 @@ def _kernel_problems(kern: Kernel):
                 yield (f"{node.op} reads a {list(v.type.shape)} operand at "
                        f"{read_axes(node, v)}, but it is held at {kern.axes.get(v)}")
             src = made.get(v)
+            if src is not None and src.op in LOOP_REDUCTIONS and kern.scans:
+                yield f"{node.op} reads a reduction result in a kernel with a scan"
             if src is not None and src.op in LOOP_REDUCTIONS and (
                     kern.rows is None or set(src.attrs["axis"]) != set(kern.rows)):
                 yield f"{node.op} reads a reduction result outside a row kernel"

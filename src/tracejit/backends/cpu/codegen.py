@@ -26,9 +26,9 @@ from ...config import config
 from ...ir import Graph, Node, Value
 from ...ir.ops import slice_key
 from ...ir.random_ops import Owned, generator_of
-from ...ir.registry import REGISTRY, Exactness, loop_dtypes
+from ...ir.registry import REGISTRY, Exactness, loop_dtypes, monoid_of
 from ...passes.contract import SMALL_K, split_skinny_matmuls
-from ...passes.fusion import Kernel, fuse
+from ...passes.fusion import LOOP_SCANS, Kernel, fuse
 from ...profiler import StepInfo
 from ..release import released
 from . import fused_steps
@@ -42,8 +42,9 @@ LOOP_OPS = frozenset({"scan", "while_loop"})  # ops with a body graph (ir/loop_o
 
 def fusible(node: Node, scalars: bool = False) -> bool:
     """Whether the CPU backend computes ``node`` in a loop kernel; otherwise it runs as a
-    NumPy library step. Reductions fuse when the Numba language computes their monoid's
-    combining op (the registry's ``OpDef.monoid``), elementwise ops when it has a template
+    NumPy library step. Reductions and scans fuse when the Numba language computes their
+    monoid's combining op (the registry's ``OpDef.monoid``; a scan's is its reduction's,
+    ``fusion.LOOP_SCANS``), elementwise ops when it has a template
     for their loop dtypes. ``scalars``: 0-d arithmetic fuses too (in a loop body, where
     it runs once per step and the compiled loop needs every step to be a kernel)."""
     if not all(NUMBA.supports(v.type.dtype) for v in (*node.inputs, node.out)):
@@ -55,6 +56,8 @@ def fusible(node: Node, scalars: bool = False) -> bool:
         a, b = (v.type for v in node.inputs)
         return (a.ndim == b.ndim == 2 and a.shape[1] <= SMALL_K and node.out.type.dtype.kind == "f"
                 and a.dtype == b.dtype == node.out.type.dtype)
+    if node.op in LOOP_SCANS:  # along the last axis only (``fusion._loop_shape``)
+        monoid = monoid_of(LOOP_SCANS[node.op])
     if monoid is not None:  # the input is cast to the output dtype per element
         out = node.out.type.dtype
         return NUMBA.template(monoid.combine, (out, out)) is not None
@@ -148,7 +151,8 @@ def worth_compiling(kern: Kernel, later: bool = False) -> bool:
     if config.min_kernel_size == 0:
         return True
     (first, *rest) = kern.nodes
-    if not rest and exactly_rounded(first) and REGISTRY[first.op].monoid is None:
+    if (not rest and exactly_rounded(first) and REGISTRY[first.op].monoid is None
+            and first.op not in LOOP_SCANS):
         return False
     if (not (rest or later) and REGISTRY[first.op].monoid is not None
             and (exactly_rounded(first) or column_reduction(first))
@@ -206,9 +210,12 @@ def exactly_rounded(node: Node) -> bool:
     Nor a float ``fmax``/``fmin``: NumPy's own answer to a tie of 0.0 and -0.0, or of two
     NaNs, depends on its loop (SIMD body, scalar tail, array length: measured); nor a
     float ``remainder``, whose NaN of two NaNs is the x87 ``fprem``'s choice (the larger
-    payload, else the positive one), not the kernel's."""
+    payload, else the positive one), not the kernel's. A scan is: NumPy's accumulate and
+    the kernel both fold element after element, from the first."""
     if node.op in _NAN_CHOICE and node.out.type.dtype.kind == "f":
         return False
+    if node.op in LOOP_SCANS:
+        return True  # the kernel folds in NumPy's order, element after element
     exactness = REGISTRY[node.op].exactness
     return exactness == Exactness.EXACT or (
         exactness == Exactness.ORDER and REGISTRY[node.op].monoid is not None

@@ -1,7 +1,7 @@
 """Emit one loop kernel of the CPU backend as Numba source, plus the runner lines that
 allocate its outputs and launch it.
 
-A kernel takes one of three loop shapes, each a method of ``LoopEmitter``:
+A kernel takes one of four loop shapes, each a method of ``LoopEmitter``:
 
 - *map* (no reductions): every dimension is an outer loop;
 - *rows* (all reductions over the same trailing axes): outer loops over the leading
@@ -9,12 +9,17 @@ A kernel takes one of three loop shapes, each a method of ``LoopEmitter``:
   accumulators in registers, a row reduction split over lanes of partial accumulators so
   that it vectorises;
 - *scatter* (other reductions): one loop nest accumulating into keepdims-shaped arrays
-  the runner pre-fills with the identity.
+  the runner pre-fills with the identity;
+- *scan* (a ``cumsum``, ``cummax``, ... along the last axis): one loop nest, the last
+  dimension in order, each scan's running value a local carried from one element to the
+  next, as NumPy's accumulate folds; a reduction over trailing axes accumulates in a local
+  too, any other into its keepdims array.
 
 A kernel of at least ``PARALLEL_MIN_SIZE`` elements runs its first dimension on libgomp's
-threads, each taking a contiguous share. Two shapes need a work split for that: a
-one-phase rows kernel reducing every axis (*full*) and a scatter kernel reducing its first
-dimension (*blocked*) run that dimension in ``PARALLEL_BLOCKS`` blocks, each reducing into
+threads, each taking a contiguous share (a scan kernel only where its first dimension
+is not the scanned one and no reduction reduces it). Two shapes need a work split for
+that: a one-phase rows kernel reducing every axis (*full*) and a scatter kernel reducing
+its first dimension (*blocked*) run that dimension in ``PARALLEL_BLOCKS`` blocks, each reducing into
 its own partial result, which thread 0 combines after a barrier.
 
 Each kernel is a module of its own defining one ``cfunc`` named ``kernel``, and nothing in
@@ -34,7 +39,7 @@ import numpy as np
 
 from ...ir import Graph, Node, Value
 from ...ir.registry import REGISTRY, loop_dtypes, monoid_of
-from ...passes.fusion import LOOP_REDUCTIONS, Kernel, needed, phases
+from ...passes.fusion import LOOP_REDUCTIONS, LOOP_SCANS, Kernel, needed, phases
 from ..language import Const, Operand
 from .ops import MATH, NUMBA
 
@@ -132,7 +137,8 @@ class LoopEmitter:
         # a large scatter kernel's reductions over its first axis, and those of them whose
         # blocks the runner combines (``runner_combines``)
         self.blocked: list[Node] = [n for n in kern.reductions if 0 in n.attrs["axis"]] \
-            if self.scatter and self.big and self.shape[0] > 1 else []
+            if self.scatter and self.big and self.shape[0] > 1 and not kern.scans else []
+        self.in_locals: set[Node] = set()  # a scan kernel's reductions held in locals
         self.combined = [n for n in self.blocked if runner_combines(n, self.shape)]
 
     # ------------------------------------------------------------------ arguments
@@ -283,14 +289,19 @@ class LoopEmitter:
         return f"{NUMBA.dtype_name(dtype)}({text})"
 
     def identity(self, node: Node) -> str:
-        """The literal reduction ``node`` starts from."""
-        return NUMBA.identity(node.op, node.out.type.dtype)
+        """The literal reduction or scan ``node`` starts from. A float running sum starts
+        from -0.0, which gives every first element back unchanged (NumPy's accumulate
+        copies it: ``cumsum([-0.0])`` is ``[-0.0]``); a sum over no elements is 0.0."""
+        dtype = node.out.type.dtype
+        if node.op == "cumsum" and dtype.kind == "f":
+            return NUMBA.literal(-0.0, dtype)
+        return NUMBA.identity(LOOP_SCANS.get(node.op, node.op), dtype)
 
     def fold(self, node: Node, acc: str, x: str) -> str:
-        """``x`` folded into ``acc`` by reduction ``node``, in its output dtype."""
-        dtype = node.out.type.dtype
-        text = NUMBA.combine(node.op, acc, x, dtype)
-        if dtype in _FLOATS and monoid_of(node.op).combine in _FLOAT_CLOSED:
+        """``x`` folded into ``acc`` by reduction or scan ``node``, in its output dtype."""
+        dtype, op = node.out.type.dtype, LOOP_SCANS.get(node.op, node.op)
+        text = NUMBA.combine(op, acc, x, dtype)
+        if dtype in _FLOATS and monoid_of(op).combine in _FLOAT_CLOSED:
             return text  # both sides are already in ``dtype``
         return f"{NUMBA.dtype_name(dtype)}({text})"
 
@@ -300,7 +311,7 @@ class LoopEmitter:
         j = self.kern.nodes.index(node)
         if lane is not None:
             return f"{self.ref[node.out]}_lanes[{lane}]"
-        if not self.scatter:
+        if not self.scatter or node in self.in_locals:
             return self.ref[node.out]
         out = f"p{j}[b, " if node in self.blocked else f"o{j}["
         return f"{out}{_red_index(node, self.nd)}]"
@@ -310,7 +321,8 @@ class LoopEmitter:
         """Statements computing ``sinks`` at one element from the kernel's values
         (recomputing cheap elementwise nodes a later phase needs again, skipping ``done``);
         reductions update their ``accumulator``, or with ``buffered`` (an element's
-        position in the chunk) store what they would add into their chunk buffer."""
+        position in the chunk) store what they would add into their chunk buffer; a scan
+        folds the element into its running value."""
         lines: list[str] = []
         kern = self.kern
         for node in kern.nodes:
@@ -325,7 +337,11 @@ class LoopEmitter:
                 acc = self.accumulator(node, lane)
                 lines.append(f"{acc} = {self.fold(node, acc, v)}  # {node.op}")
                 continue
-            lines.append(f"{self.ref[node.out]} = {self.typed(node)}  # {node.op}")
+            if node.op in LOOP_SCANS:
+                acc, v = self.ref[node.out], self.read(node.inputs[0], node.out.type.dtype)
+                lines.append(f"{acc} = {self.fold(node, acc, v)}  # {node.op}")
+            else:
+                lines.append(f"{self.ref[node.out]} = {self.typed(node)}  # {node.op}")
             if node.out in kern.outputs:
                 lines.append(f"o{kern.nodes.index(node)}[{self.idx}] = {self.ref[node.out]}")
         return lines
@@ -341,7 +357,9 @@ class LoopEmitter:
         """Emit the kernel into the module and its runner statements onto ``body``."""
         self.bind_inputs()
         self.allocate_outputs()
-        if not self.kern.reductions:
+        if self.kern.scans:
+            loops = self.emit_scan()
+        elif not self.kern.reductions:
             loops = self.emit_map()
         elif self.scatter:
             loops = self.emit_scatter()
@@ -387,6 +405,41 @@ class LoopEmitter:
         src += self.nest(1, "            ")
         if len(self.combined) < len(self.blocked):
             src += _COMBINE_HEAD + self.combine_blocks()
+        return src
+
+    def emit_scan(self) -> list[str]:
+        """One loop nest, the last dimension run in order. Each scan's running value
+        starts from its identity before that loop, once per row; a reduction over a run
+        of trailing axes accumulates in a local from before its first axis's loop, and is
+        stored after it; any other reduction into its keepdims array (pre-filled). The
+        first dimension is shared among threads if the scans run along another one and no
+        reduction reduces it."""
+        reds, nd = self.kern.reductions, self.nd
+        self.parallel = self.big and nd > 1 and self.shape[0] > 1 and not any(
+            0 in n.attrs["axis"] for n in reds)
+        starts = {}
+        for n in reds:
+            axes = sorted(n.attrs["axis"])
+            if axes and axes == list(range(axes[0], nd)):
+                starts[n] = axes[0]
+        self.in_locals = set(starts)
+        src, indent, ends = [], "    ", []
+        for d in range(nd):
+            begin = [n for n, a in starts.items() if a == d] + (self.kern.scans if d == nd - 1
+                                                                   else [])
+            for n in begin:
+                T = NUMBA.dtype_name(n.out.type.dtype)
+                src.append(f"{indent}{self.ref[n.out]} = {T}({self.identity(n)})")
+            ends.append((indent, [n for n, a in starts.items() if a == d]))
+            rng = _share(self.extent(d)) if d == 0 and self.parallel else f"range({self.extent(d)})"
+            src.append(f"{indent}for i{d} in {rng}:")
+            indent += "    "
+        src += [f"{indent}{line}" for line in self.compute(self.sinks(0), set())]
+        for indent, stored in reversed(ends):
+            for n in stored:
+                if n.out in self.kern.outputs:
+                    j = self.kern.nodes.index(n)
+                    src.append(f"{indent}o{j}[{_red_index(n, nd)}] = {self.ref[n.out]}")
         return src
 
     def combine_blocks(self) -> list[str]:
