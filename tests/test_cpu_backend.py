@@ -664,3 +664,26 @@ def test_a_first_compile_leaves_numbas_blas_check_until_it_is_asked(before, tmp_
     assert done.returncode == 0, done.stderr
     assert f"linalg imported: {bool(before)}" in done.stdout
     assert "blas: True True" in done.stdout
+
+
+CAST_EDGES = [np.nan, np.inf, -np.inf, 2.0**31, -2.0**31, 2.0**31 - 1, -2.0**31 - 1, 2.0**63,
+              -2.0**63, 2.0**62 * 1.5, 1e10, -3e9, -0.0, 0.0, 2.5, -2.5, 0.9999, -0.9999]
+
+
+@pytest.mark.parametrize("src", [np.float64, np.float32])
+@pytest.mark.parametrize("dst", [np.int32, np.int64, np.int16, np.uint32, np.uint64])
+def test_a_float_to_int_cast_is_numpys_on_x86(src, dst):
+    """NaN, infinities and values out of range become the type's minimum, as NumPy's
+    ``cvttsd2si`` gives them; casts to int32 and int64 compute in the kernel, casts to
+    other ints (NumPy truncates a wider conversion's bits) stay NumPy's."""
+    x = np.array(CAST_EDGES, src)
+    x = np.concatenate([x, RNG.standard_normal(200).astype(src) * 1e6])
+
+    def f(x):
+        return (x * 2).astype(dst), np.floor(x * 0.5).astype(dst)
+
+    with np.errstate(invalid="ignore"):
+        check(f, x, rtol=0, atol=0)
+        in_kernel = any(n.op == "convert" for k in kernels(f, x) if k.kind == "loop"
+                        for n in k.nodes)
+    assert in_kernel == (np.dtype(dst) in (np.int32, np.int64))

@@ -35,7 +35,7 @@ from . import fused_steps
 from .emitter import _IMPORTS, PARALLEL_MIN_SIZE, LoopEmitter, Module
 from .lib_lines import emit_planned
 from .lib_steps import solved_vectors, unpacking
-from .ops import NUMBA
+from .ops import FLOAT_TO_INT, NUMBA
 
 LOOP_OPS = frozenset({"scan", "while_loop"})  # ops with a body graph (ir/loop_ops.py)
 
@@ -61,9 +61,9 @@ def fusible(node: Node, scalars: bool = False) -> bool:
     if monoid is not None:  # the input is cast to the output dtype per element
         out = node.out.type.dtype
         return NUMBA.template(monoid.combine, (out, out)) is not None
-    if node.op == "convert":
-        # float -> int is undefined for NaN/inf in LLVM (NumPy gives INT_MIN): leave to NumPy
-        return not (node.inputs[0].type.dtype.kind == "f" and node.out.type.dtype.kind in "iu")
+    if node.op == "convert":  # float -> int: only where the language spells out NumPy's
+        return node.inputs[0].type.dtype.kind != "f" or node.out.type.dtype.kind not in "iu" \
+            or node.out.type.dtype in FLOAT_TO_INT
     dts = loop_dtypes(node)
     return (dts is not None and all(NUMBA.supports(d) for d in dts)
             and NUMBA.template(node.op, dts[:-1]) is not None)

@@ -172,7 +172,8 @@ class NumbaLanguage(Language):
 
     def cast(self, expr: str, src: np.dtype, dst: np.dtype) -> str:
         """The dtype's constructor around ``expr``. Float to int would be LLVM's undefined
-        ``fptosi`` for NaN and infinities: ``fusible`` leaves that convert to NumPy."""
+        ``fptosi`` for NaN, infinities and values out of range: only ``convert`` casts
+        floats to ints, through ``float_to_int``."""
         return expr if src == dst else f"{self.dtype_name(dst)}({expr})"
 
     def constant(self, value: object, dtype: np.dtype) -> str:
@@ -185,7 +186,17 @@ class NumbaLanguage(Language):
         where nonzero (NaN included) is True."""
         if dst.kind == "b":
             return f"({self.literal(ref.value, src) if isinstance(ref, Const) else ref} != 0)"
+        if src.kind == "f" and dst.kind in "iu":
+            return self.float_to_int(self.operand(ref, src, src), dst)
         return self.operand(ref, src, src)
+
+    def float_to_int(self, x: str, dst: np.dtype) -> str:
+        """Float ``x`` truncated to int32 or int64 as NumPy does on x86 (``cvttsd2si``):
+        NaN, infinities and values out of range become the type's minimum, spelled out so
+        that LLVM's ``fptosi`` never sees them (``FLOAT_TO_INT`` lists the dtypes)."""
+        T, bits = self.dtype_name(dst), 8 * dst.itemsize - 1
+        inside = f"({x} >= {-2.0 ** bits!r}) & ({x} < {2.0 ** bits!r})"
+        return f"({T}({x}) if {inside} else {T}({-2 ** bits}))"
 
     def combine(self, op: str, acc: str, x: str, dtype: np.dtype) -> str:
         if np.dtype(dtype) == _INT64 and monoid_of(op).combine in _WRAP64:
@@ -195,3 +206,6 @@ class NumbaLanguage(Language):
 
 
 NUMBA = NumbaLanguage()
+# The ints a kernel casts floats to: NumPy's cast to a narrower int (or an unsigned one)
+# truncates a wider conversion's bits, which depends on how NumPy's C was compiled.
+FLOAT_TO_INT = (np.dtype(np.int32), np.dtype(np.int64))
