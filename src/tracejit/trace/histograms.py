@@ -142,9 +142,12 @@ def _equal_bins(a, weights, edges, first, last, n: int, ntype: np.dtype):
     pos = pos - astype(x < linspace_at(pos, first, last, n + 1, dtype), pos.dtype)
     pos = pos + astype((x >= linspace_at(pos + 1, first, last, n + 1, dtype)) & (pos != n - 1),
                        pos.dtype)
+    if weights is None:  # values not kept count in an extra bin, dropped: NumPy's
+        # ``bincount(index[keep])`` as ``np.add.at(counts, index, 1)``, with no array of ones
+        index = astype(_where(keep, _clamp(pos, n), np.float64(n)), np.dtype(np.intp))
+        ones = bind("broadcast_to", ntype.type(1), shape=aval(index).shape)
+        return _take_slice(_scatter_add(n + 1, ntype, index, ones), 0, 0, n)
     index = astype(_clamp(pos, n), np.dtype(np.intp))  # (values not kept: any bin)
-    if weights is None:
-        return _scatter_add(n, ntype, index, astype(keep, ntype))
     w = _where(keep, astype(weights, np.dtype(np.float64)), np.float64(0))
     total = bind("full", shape=(n,), dtype=ntype, value=0)
     for lo in builtins.range(0, aval(a).size, BLOCK):
