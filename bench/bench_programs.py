@@ -9,8 +9,9 @@ are the shapes of program where it did: matrix-vector chains on a large argument
 of sorts and cumulative sums (library calls on large arrays: ``np.sort`` was a stable
 argsort and a gather, 2.4x NumPy's time), robust statistics (median, MAD and quantiles:
 a stable sort where NumPy partitions, 0.1x NumPy's speed), a random walk's drawdowns
-(``np.maximum.accumulate``, ``np.histogram``, ``np.isin``), plus two programs where fusion
-should win. Each
+(``np.maximum.accumulate``, ``np.histogram``, ``np.isin``), moving averages and running
+extremes from cumulative sums (scans, which kernels now fuse), plus two programs where
+fusion should win. Each
 is the cached call, best of 7 repeats, checked against NumPy's result first. The ratio is
 NumPy's time over tracejit's: below 1.00x means tracejit is slower.
 """
@@ -75,6 +76,14 @@ def drawdowns(x):
     return counts / counts.sum() + np.isin(drawdown, [0.0]).mean()
 
 
+def moving_stats(x):
+    """NumPy's moving-average idiom (differences of a cumulative sum), the running extremes
+    of the series and how far the average strays from its running maximum."""
+    c = np.cumsum(np.concatenate(([0.0], x)))
+    avg = (c[50:] - c[:-50]) / 50
+    return np.maximum.accumulate(avg) - avg, np.minimum.accumulate(x).min(), avg.max()
+
+
 def residual(A, x):
     r = A @ x - 1.0
     return np.sqrt(np.sum(r * r))
@@ -90,6 +99,8 @@ PROGRAMS = [
     ("median, MAD and quantile clipping, 4M float64", robust_scale,
      (CHAIN.astype(np.float64),)),
     ("drawdowns: running maximum, histogram, isin, 4M float64", drawdowns,
+     (CHAIN.astype(np.float64) - 0.5,)),
+    ("moving average by cumulative sums, running extremes, 4M float64", moving_stats,
      (CHAIN.astype(np.float64) - 0.5,)),
 ]
 

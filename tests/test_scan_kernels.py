@@ -143,3 +143,14 @@ def test_a_scan_of_a_row_reduction_s_result_starts_a_new_kernel():
     scans = [k for k in kernels(src) if "cumsum" in k]
     assert scans and all(not k & {"max", "sum"} for k in scans)
 
+
+
+def test_transcendental_functions_keep_their_vector_loops_outside_a_scan():
+    def f(x):
+        c = np.cumsum(np.exp(x) * 2, axis=-1)
+        return c, np.tanh(c * 1e-3) + 1
+
+    x = RNG.standard_normal((64, 300))
+    src = check(f, x, inexact=(0, 1))
+    assert {"cumsum"} <= kernels(src)[1] and not {"exp", "tanh"} & kernels(src)[1]
+    assert {"exp"} <= kernels(src)[0] and {"tanh"} <= kernels(src)[2]

@@ -6,7 +6,7 @@ shape (so nothing is recomputed per element), reductions whose *input* has that 
 which a backend computes in order along each row, carrying the running value from one
 element to the next (``cummax(cumsum(x)) - cumsum(x)`` is one pass, not three); beside
 scans, only reductions whose result does not depend on the order (``max``, an integer
-``sum``). It may have several outputs: siblings that read the same
+``sum``), and no transcendental function (which would lose its vector loop). It may have several outputs: siblings that read the same
 inputs share one loop (Theano could only fuse single-output graphs). When all reductions
 of a kernel reduce the same trailing axes (``rows``), later nodes may use their results:
 the kernel then runs in phases per row (row softmax: max, then sum of exp, then the
@@ -254,14 +254,14 @@ def _can_join(node: Node, kern: Kernel, k: int, home: dict[Value, int],
     kernel (all its reductions, this node's included, over the same trailing axes). A
     kernel with a scan runs in one pass, never in a row kernel's phases: no node there
     reads a reduction's result, and a scan joins no row kernel. It runs in order, so a
-    reduction whose result depends on the order (a float sum) does not join it either: it
-    would add element after element, not in lanes or NumPy's pairs."""
+    reduction whose result depends on the order (a float sum) does not join it, nor does
+    a transcendental function (``_in_order``)."""
     if node.op in LOOP_REDUCTIONS and kern.rows is not None and node.attrs["axis"] != kern.rows:
         return False
     if node.op in LOOP_SCANS and kern.rows is not None:
         return False
     scanning = bool(kern.scans) or node.op in LOOP_SCANS
-    if scanning and not all(map(_order_free, kern.reductions + [node])):
+    if scanning and not all(map(_in_order, kern.nodes + [node])):
         return False
     contraction = REGISTRY[node.op].kind is Kind.CONTRACTION
     for v in node.inputs:
@@ -277,11 +277,16 @@ def _can_join(node: Node, kern: Kernel, k: int, home: dict[Value, int],
     return True
 
 
-def _order_free(node: Node) -> bool:
-    """Whether ``node`` is no reduction, or one whose result is the same in any order:
-    an exact one (``max``, ``any``), or a sum or product of integers (wrapping)."""
-    return node.op not in LOOP_REDUCTIONS or REGISTRY[node.op].exactness is Exactness.EXACT \
-        or node.out.type.dtype.kind in "biu"
+def _in_order(node: Node) -> bool:
+    """Whether ``node`` may join a scan kernel, which computes one element after another:
+    not a reduction whose result depends on the order (a float sum: an integer one wraps
+    to one result in any order, and ``max`` is exact), nor a transcendental function
+    (``Exactness.ULP``: the backends' own routines, several times faster in a vector loop
+    of their own than one element at a time)."""
+    exactness = REGISTRY[node.op].exactness
+    if node.op in LOOP_REDUCTIONS:
+        return exactness is Exactness.EXACT or node.out.type.dtype.kind in "biu"
+    return exactness is not Exactness.ULP
 
 
 def _wire(graph: Graph, kernels: list[Kernel], home: dict[Value, int]) -> None:
