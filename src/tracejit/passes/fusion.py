@@ -6,13 +6,14 @@ shape (so nothing is recomputed per element), reductions whose *input* has that 
 which a backend computes in order along each row, carrying the running value from one
 element to the next (``cummax(cumsum(x)) - cumsum(x)`` is one pass, not three); beside
 scans, only reductions whose result does not depend on the order (``max``, an integer
-``sum``), and no transcendental function (which would lose its vector loop). It may have several outputs: siblings that read the same
-inputs share one loop (Theano could only fuse single-output graphs). When all reductions
-of a kernel reduce the same trailing axes (``rows``), later nodes may use their results:
-the kernel then runs in phases per row (row softmax: max, then sum of exp, then the
-output), reading each row from cache instead of memory. Every other node is a *library*
-step of its own (contractions, structural ops, gathers), which a backend runs with a
-library call. Steps are listed in an order that respects every dependency.
+``sum``), and no transcendental function (which would lose its vector loop). It may have
+several outputs: siblings that read the same inputs share one loop (Theano could only fuse
+single-output graphs). When all reductions of a kernel reduce the same trailing axes
+(``rows``), later nodes may use their results: the kernel then runs in phases per row (row
+softmax: max, then sum of exp, then the output), reading each row from cache instead of
+memory. Every other node is a *library* step of its own (contractions, structural ops,
+gathers), which a backend runs with a library call. Steps are listed in an order that
+respects every dependency.
 
 Which element of a value a kernel reads is explicit: ``Kernel.axes`` maps each value the
 kernel reads or computes to the iteration axis of each of its dimensions (None: a size-1
