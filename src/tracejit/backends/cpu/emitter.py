@@ -19,8 +19,8 @@ A kernel of at least ``PARALLEL_MIN_SIZE`` elements runs its first dimension on 
 threads, each taking a contiguous share (a scan kernel only where its first dimension
 is not the scanned one and no reduction reduces it). Two shapes need a work split for
 that: a one-phase rows kernel reducing every axis (*full*) and a scatter kernel reducing
-its first dimension (*blocked*) run that dimension in ``PARALLEL_BLOCKS`` blocks, each reducing into
-its own partial result, which thread 0 combines after a barrier.
+its first dimension (*blocked*) run that dimension in ``PARALLEL_BLOCKS`` blocks, each
+reducing into its own partial result, which thread 0 combines after a barrier.
 
 Each kernel is a module of its own defining one ``cfunc`` named ``kernel``, and nothing in
 it depends on the graph, the step or the user's source lines: two kernels computing the
@@ -425,15 +425,13 @@ class LoopEmitter:
         self.in_locals = set(starts)
         src, indent, ends = [], "    ", []
         for d in range(nd):
-            begin = [n for n, a in starts.items() if a == d] + (self.kern.scans if d == nd - 1
-                                                                   else [])
-            for n in begin:
+            begun = [n for n, a in starts.items() if a == d]
+            for n in begun + (self.kern.scans if d == nd - 1 else []):
                 T = NUMBA.dtype_name(n.out.type.dtype)
                 src.append(f"{indent}{self.ref[n.out]} = {T}({self.identity(n)})")
-            ends.append((indent, [n for n, a in starts.items() if a == d]))
-            rng = _share(self.extent(d)) if d == 0 and self.parallel else f"range({self.extent(d)})"
-            src.append(f"{indent}for i{d} in {rng}:")
-            indent += "    "
+            ends.append((indent, begun))
+            loop, indent = self.loops(d, d + 1, indent)
+            src += loop
         src += [f"{indent}{line}" for line in self.compute(self.sinks(0), set())]
         for indent, stored in reversed(ends):
             for n in stored:
