@@ -15,6 +15,9 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import tracejit as tj
 
@@ -154,3 +157,53 @@ def test_transcendental_functions_keep_their_vector_loops_outside_a_scan():
     src = check(f, x, inexact=(0, 1))
     assert {"cumsum"} <= kernels(src)[1] and not {"exp", "tanh"} & kernels(src)[1]
     assert {"exp"} <= kernels(src)[0] and {"tanh"} <= kernels(src)[2]
+
+
+# ------------------------------------------------------------------ drawn programs
+
+SCANS = {"cumsum": np.cumsum, "cumprod": np.cumprod, "cummax": np.maximum.accumulate,
+         "cummin": np.minimum.accumulate}
+BEFORE = {"x * 2": lambda x: x * 2, "abs": np.abs, "x - 1": lambda x: x - 1,
+          "where": lambda x: np.where(x > 0, x, x * 3)}
+AFTER = {"s - y": lambda s, y: s - y, "s * y": lambda s, y: s * y,
+         "max(s, 1)": lambda s, y: np.maximum(s, 1)}
+# equal extents (square, cubic, one) where a scan along the wrong axis would go unseen, and
+# one shape above PARALLEL_MIN_SIZE, whose rows run on threads
+SHAPES = [(1,), (7,), (3, 3), (4, 4, 4), (2, 3, 3), (3, 1, 5), (5, 1), (1, 6), (300, 512),
+          (140_000,)]
+
+
+@st.composite
+def scan_programs(draw):
+    shape = draw(st.sampled_from(SHAPES))
+    dtype = draw(st.sampled_from([np.float64, np.float32, np.int32, np.int64]))
+    scan, before, after = (draw(st.sampled_from(sorted(t))) for t in (SCANS, BEFORE, AFTER))
+    axes = draw(st.sampled_from([None, (len(shape) - 1,), tuple(range(len(shape))),
+                                 (0,), tuple(range(1, len(shape))) or None]))
+    reduction = draw(st.sampled_from(["max", "min", "any", None]))
+    values = draw(hnp.arrays(dtype, shape, elements=(
+        st.sampled_from([0.0, -0.0, 1.0, -1.5, 2.0, 0.5, np.inf, -np.inf, np.nan])
+        if np.dtype(dtype).kind == "f" else st.integers(-3, 3))))
+    return scan, before, after, axes, reduction, values
+
+
+@given(scan_programs())
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+def test_drawn_scan_kernels_are_numpys_bits(program):
+    """A scan between elementwise work and an exact reduction (or none, so that a large
+    1-d scan could go to threads), along the last axis of a drawn shape: one kernel,
+    NumPy's bits (signed zeros, NaN, inf and wrapping ints)."""
+    scan, before, after, axes, reduction, x = program
+
+    def f(x):
+        y = BEFORE[before](x)
+        s = SCANS[scan](y, axis=-1)
+        z = AFTER[after](s, y)
+        if reduction is None:
+            return s, z
+        r = z != 0 if reduction == "any" else z
+        return s, z, getattr(np, reduction)(r, axis=axes)
+
+    with np.errstate(all="ignore"):
+        src = check(f, x)
+    assert any(scan in k for k in kernels(src)), src
