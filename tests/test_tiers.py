@@ -113,6 +113,33 @@ def test_the_switch_comes_before_the_search_for_a_faster_runner(compile_log, mon
     assert entry.runner.faster.result() is None  # looked for after the switch: none
 
 
+def test_a_setting_changed_while_the_faster_runner_compiles_leaves_it_whole(monkeypatch):
+    """The faster runner binds the kernels compiled from the code generated when it was
+    asked for: generated again once they were ready, after ``min_kernel_size`` changed
+    (as one test after another may change it), the code had other kernels than those
+    compiled, and the switch failed (``zip() argument 2 is shorter``)."""
+    from concurrent.futures import Future
+
+    from tracejit.backends import cpu
+
+    def stats(x):  # (the example of docs/guide/unchanged.md whose switch failed so)
+        return np.median(x, axis=0), np.cumsum(x, axis=1)[:, -1], np.linalg.norm(x, 2)
+
+    x = np.arange(12.0).reshape(4, 3)
+    monkeypatch.setattr(tj.config, "min_kernel_size", 4096)
+    graph = tj.jit(stats, backend="cpu").lower(x).optimized_graph
+    asked: list = []
+    compiled: Future = Future()
+    monkeypatch.setattr(cpu.kernels, "get_later", lambda sources: asked.append(sources) or
+                        compiled)
+    faster = cpu._later(graph, True)
+    monkeypatch.setattr(tj.config, "min_kernel_size", 0)  # every kernel compiled, now
+    compiled.set_result(cpu.kernels.get(asked[0]))
+    runner = faster.result(WAIT)
+    for got, want in zip(runner.fn(x), stats(x), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-15)
+
+
 def test_sync_mode_and_check_never_run_the_interpreter(monkeypatch):
     monkeypatch.setattr(tj.config, "compile", "background")
     x, w = args()

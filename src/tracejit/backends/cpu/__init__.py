@@ -14,6 +14,7 @@ import builtins
 import linecache
 import time
 from concurrent.futures import Future
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -30,6 +31,9 @@ from ..base import DiskCacheInfo, PlannedStep, Runner, ignore, planned
 from . import blas, native
 from . import kernels as store
 from .kernels import stats as stats
+
+if TYPE_CHECKING:  # (the functions below import codegen where they use it)
+    from .codegen import Generated
 
 name = "cpu"
 device_kind = None  # compiles for the host, chosen with jit(backend="cpu") (the default)
@@ -101,8 +105,8 @@ def _later(graph: Graph, faster: bool) -> Future[Runner] | None:
 
     if faster and not improves_later(graph) and _straight(graph) is graph:
         return None
-    sources = _with_loops(generate(_straight(graph) if faster else graph, later=faster,
-                                   loop_step=_loop_step))
+    code = generate(_straight(graph) if faster else graph, later=faster, loop_step=_loop_step)
+    sources = _with_loops(code)
     later = store.get_later(sources)
     if later is None and faster and store.workers_available():  # all compiled: bind now
         later = Future()
@@ -115,7 +119,7 @@ def _later(graph: Graph, faster: bool) -> Future[Runner] | None:
     def bind(done: Future) -> None:
         blas.release()
         try:
-            made = _runner(graph, False, done.result(), later=faster)
+            made = _runner(graph, False, done.result(), later=faster, code=code)
         except Exception as e:
             runner.set_exception(e)
             return
@@ -151,15 +155,21 @@ def _forward(source: Future[Runner] | None, target: Future[Runner | None]) -> No
 
 
 def _runner(graph: Graph, profile: bool, compiled: tuple[list, DiskCacheInfo] | None,
-            later: bool = False, in_loop: bool = False) -> Runner:
+            later: bool = False, in_loop: bool = False,
+            code: Generated | None = None) -> Runner:
     """The runner of ``graph`` (its ``later`` runner: see ``codegen.partition``), binding
     ``compiled`` (the kernels and their disk-cache entry) when a runner of the same graph
     made them already, else compiling or loading them; ``in_loop``: of a loop's body graph
     (``loops.py``). With ``profile`` it calls
-    ``record(step, start, seconds)`` from its namespace after each step."""
+    ``record(step, start, seconds)`` from its namespace after each step. ``code``: the
+    code ``compiled`` was compiled from, where the caller generated it (a background
+    compile: generated again when the kernels are ready, a setting changed meanwhile,
+    ``min_kernel_size``, would make other kernels than those compiled)."""
     from .codegen import generate
 
-    code = generate(_straight(graph) if later else graph, profile, later, in_loop, _loop_step)
+    if code is None:
+        code = generate(_straight(graph) if later else graph, profile, later, in_loop,
+                        _loop_step)
     locations = code.namespace["locations"]
 
     def located(e: Exception, step: int):
