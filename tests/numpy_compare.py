@@ -30,6 +30,16 @@ class _Ulp:
 ULP = _Ulp()  # the tolerance of a TRANSCENDENTAL result on a compiled backend
 
 
+class _Zeros:
+    def __repr__(self) -> str:
+        return "ZEROS"
+
+
+# NumPy's values, a tie of -0.0 and 0.0 either zero: a sort or partition by another
+# algorithm than NumPy's (the GPU's stable sort, docs/differences.md)
+ZEROS = _Zeros()
+
+
 def exact(backend: str) -> bool:
     """Whether ``backend`` computes float math and sums bit for bit as NumPy does."""
     return backend == "reference"
@@ -73,8 +83,9 @@ def assert_within_ulp(got: np.ndarray, want: np.ndarray, bound: int = ULP_BOUND)
 def assert_same(got: Any, want: Any, tol: Any = None) -> None:
     """``got`` is NumPy's ``want`` (a pytree): same containers; leaves with 0-d results as
     NumPy scalars, same shape, dtype and values (NaN equal to NaN). Float values: exact with
-    the signs of zeros if ``tol`` is None, within ``ULP_BOUND`` if it is ``ULP``, else within
-    rounding of the scale ``tol`` (``RTOL`` relative to both it and the value)."""
+    the signs of zeros if ``tol`` is None, exact but for them if it is ``ZEROS``, within
+    ``ULP_BOUND`` if it is ``ULP``, else within rounding of the scale ``tol`` (``RTOL``
+    relative to both it and the value)."""
     if isinstance(want, (tuple, list)):
         assert type(got) is type(want) and len(got) == len(want), f"{got!r} is not like {want!r}"
         for g, w in zip(got, want, strict=True):
@@ -93,6 +104,9 @@ def assert_same(got: Any, want: Any, tol: Any = None) -> None:
     assert isinstance(got, kind), f"expected {kind.__name__}, got {type(got).__name__}"
     assert (got.shape, got.dtype) == (want.shape, want.dtype), "shape and dtype"
     if tol is not None and want.dtype.kind == "f":
+        if tol is ZEROS:
+            np.testing.assert_array_equal(got, want)
+            return
         if tol is ULP:
             assert_within_ulp(np.asarray(got), want)
             return

@@ -429,3 +429,48 @@ def test_the_runner_lets_go_of_large_intermediates(cp):
         got = f(x)
     assert re.search(r"^ +del t\d+", source, re.M), source
     np.testing.assert_allclose(host(got), chain(x), rtol=1e-12)
+
+
+def test_writes_to_host_arguments_come_back_from_the_gpu(cp):
+    """A function run on the GPU that writes into its host arguments: each written region
+    is copied back to the caller's NumPy array, on the first call and on the cached ones.
+    (The cached call's C write-back stored the CuPy result into the NumPy array itself,
+    which a real CuPy refuses: "Implicit conversion to a NumPy array is not allowed".)"""
+    def sgd(x, g, lr, out):
+        x[1:] -= lr * g[1:]
+        np.multiply(x, 2.0, out=out)
+        return out
+
+    f = tj.jit(sgd)
+    for _ in range(3):
+        x, g, out = X[0].astype(np.float64), X[1].astype(np.float64), np.empty(33)
+        want_x, want_out = x.copy(), np.empty(33)
+        want = sgd(want_x, g, 0.5, want_out)
+        with tj.device("cuda"):
+            got = f(x, g, 0.5, out)
+        assert got is out and want is want_out
+        np.testing.assert_array_equal(x, want_x)
+        np.testing.assert_array_equal(out, want_out)
+
+
+def test_running_extremes_give_numpys_bits(cp):
+    """np.maximum.accumulate and np.minimum.accumulate on the GPU (log-step scans by
+    NumPy's rule, earlier value first): where -0.0 and 0.0 tie, NumPy's zero (the later
+    one); where NaNs of two payloads come, the first; along either axis, over lengths that
+    are and are not powers of two."""
+    payloads = np.array([0x7FF8000000000001, 0xFFF8000000000002], np.uint64).view(np.float64)
+    rng = np.random.default_rng(5)
+
+    def extremes(x):
+        return (np.maximum.accumulate(x, axis=-1), np.minimum.accumulate(x, axis=-1),
+                np.maximum.accumulate(x, axis=0), np.minimum.accumulate(x, axis=0))
+
+    f = tj.jit(extremes)
+    for n in (1, 2, 5, 8, 33):
+        x = rng.choice([-0.0, 0.0, 1.0, -1.0], (3, n))
+        nans = np.where(rng.random((3, n)) < 0.15, rng.choice(payloads, (3, n)), x)
+        for data in (x, x.astype(np.float32), nans):
+            with tj.device("cuda"):
+                got = gpu.on_host(f(data))
+            for g, w in zip(got, extremes(data), strict=True):
+                assert g.tobytes() == w.tobytes(), (n, data, g, w)

@@ -29,7 +29,7 @@ cat "$OUT/env.txt"
 
 stamp "CUDA test files on the real GPU (4 workers, in the background)"
 timeout -s INT -k 15 "$BROAD_S" $PY -m pytest tests/test_cuda.py tests/test_cuda_loops.py \
-    tests/test_cuda_codegen.py -n 4 -p no:cacheprovider -q -rfEs --tb=short \
+    tests/test_cuda_codegen.py -n 4 -p no:cacheprovider -o addopts="" -q -rfEs --tb=short \
     > "$OUT/tests-cuda-files.log" 2>&1 &
 FILES_PID=$!
 
@@ -37,7 +37,7 @@ stamp "the backend-parametrised suite over cuda, $N workers, beside the CUDA tes
 # the files whose tests take the conftest's `backend` fixture (so they run on cuda here)
 FILES=$(grep -l -E 'def test_[a-z_0-9]*\([^)]*\bbackend\b' tests/test_*.py)
 TRACEJIT_TEST_BACKENDS=cuda timeout -s INT -k 20 "$BROAD_S" $PY -m pytest $FILES -n "$N" \
-    -p no:cacheprovider -q -rfE --tb=short --timeout=120 \
+    -p no:cacheprovider -o addopts="" -q -rfE --tb=short --timeout=120 \
     -W ignore::tracejit.errors.PlacementWarning > "$OUT/tests-broad.log" 2>&1
 grep -E "^(FAILED|ERROR)" "$OUT/tests-broad.log" | cut -c1-200 | head -40
 tail -3 "$OUT/tests-broad.log"

@@ -330,7 +330,8 @@ static PyTypeObject DispatcherType = {
    owns its memory (a destination ``o<j>`` where it is also C-contiguous, aligned and of
    the output's dtype), every other array argument with no base and owning its memory,
    none of them the written one; any other call goes the checked way (``slow``). After
-   it: an output that may be a written argument's memory goes through ``store``; the
+   it: an output that may be a written argument's memory, or a written region's new value
+   that is not a host array, goes through ``store``; the
    written regions are stored (``leaf[key] = out`` unless the runner wrote in the
    caller's array itself); the function's outputs are returned, an aliased one as the
    argument or ``returned(leaf, path, out)``.
@@ -378,6 +379,7 @@ static PyObject *writeback_call(PyObject *op, PyObject *args, PyObject *kwargs)
 {
     WriteBack *self = (WriteBack *)op;
     Py_ssize_t nargs = PyTuple_GET_SIZE(args), ndest = PyTuple_GET_SIZE(self->dests);
+    Py_ssize_t nresults = PyTuple_GET_SIZE(self->results);
     PyObject *dest_out[MAX_DESTS];
     Py_ssize_t dest_pos[MAX_DESTS];
     PyObject *outs, *results;
@@ -446,8 +448,16 @@ static PyObject *writeback_call(PyObject *op, PyObject *args, PyObject *kwargs)
             Py_DECREF(outs);
             return NULL;
         }
-        if (!PyArray_Check(o))
+        if (!PyArray_Check(o)) {
+            /* a written region's new value that is not a host array (a GPU's result for
+               a host argument): ``store`` copies it to the host first */
+            if (item_index(spec, 0) >= nresults && !PyArray_IsScalar(o, Generic)) {
+                PyObject *result = PyObject_CallFunctionObjArgs(self->store, args, outs, NULL);
+                Py_DECREF(outs);
+                return result;
+            }
             continue;
+        }
         stored = PyArray_BASE((PyArrayObject *)o) != NULL;
         for (Py_ssize_t u = 0; !stored && u < PyTuple_GET_SIZE(unsafe); u++)
             stored = PyTuple_GET_ITEM(args, item_index(unsafe, u)) == o;

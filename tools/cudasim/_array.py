@@ -466,7 +466,7 @@ def _binary_ufunc(fn, name):
     def ufunc(x, y) -> ndarray:
         return _new(np.asarray(fn(_operand(x, name), _operand(y, name))))
     ufunc.__name__ = ufunc.__qualname__ = name
-    ufunc.__doc__ = f"``cupy.{name}`` of two device arrays (a NaN wins, as in NumPy)."
+    ufunc.__doc__ = f"``cupy.{name}`` of two device arrays (NumPy's results)."
     return ufunc
 
 
@@ -497,6 +497,8 @@ DASK_EXTRAS: dict = {}  # DASK while installed with dask=True, else empty
 FUNCTIONS = {
     "isnan": isnan, "where": where, "maximum": _binary_ufunc(np.maximum, "maximum"),
     "minimum": _binary_ufunc(np.minimum, "minimum"),
+    "greater": _binary_ufunc(np.greater, "greater"), "less": _binary_ufunc(np.less, "less"),
+    "logical_or": _binary_ufunc(np.logical_or, "logical_or"),
     "asarray": asarray, "ascontiguousarray": ascontiguousarray, "empty": empty,
     "zeros": zeros, "full": full, "matmul": matmul, "broadcast_to": broadcast_to,
     "concatenate": concatenate, "pad": pad,

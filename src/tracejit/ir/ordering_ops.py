@@ -92,8 +92,8 @@ register("cumprod", Kind.SCAN, _scan_rule,
          lambda x, *, axis, dtype: np.cumprod(x, axis=axis, dtype=dtype),
          "numpy.cumprod along one axis (sequential, as np.multiply.accumulate)",
          exactness=Exactness.ORDER)
-# np.maximum.accumulate and np.minimum.accumulate: exact, so any order of evaluation (a GPU's
-# log-step scan) gives NumPy's values; of two equal values, only -0.0 and 0.0 differ in bits.
+# np.maximum.accumulate and np.minimum.accumulate: NumPy's maximum picks the first NaN, else
+# the last of equal extremes, in any grouping, so a GPU's log-step scan gives NumPy's bits.
 register("cummax", Kind.SCAN, _running_rule,
          lambda x, *, axis: np.maximum.accumulate(x, axis=axis),
          "numpy.maximum.accumulate along one axis (a NaN carries on)")

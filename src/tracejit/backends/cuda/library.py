@@ -2,19 +2,19 @@
 
 One entry per op: ``TABLE[op](cupy, *arrays, **attrs)``. Contractions go to cuBLAS
 (``cupy.matmul``); structural ops are CuPy views or copies; argmax/argmin make NaN win
-as NumPy does; gathers check their indices first, because CuPy's integer indexing wraps an
-out-of-range index around where NumPy raises IndexError (the check costs one
+as NumPy does; gathers check their indices first, because CuPy's integer indexing wraps
+an out-of-range index around where NumPy raises IndexError (the check costs one
 synchronisation); cumsum/cumprod are CuPy's scans (tree-ordered sums: within rounding of
-NumPy's sequential ones); cummax/cummin are log-step scans of CuPy's maximum/minimum
-(exact: NumPy's values, of equal values only -0.0 and 0.0 may differ in bits); argsort is
-CuPy's stable sort (so an argsort of NumPy's unstable kinds, whose ties NumPy orders its
-own way, runs on the host); sort is CuPy's stable sort for every kind, NumPy's values (of
-equal values only -0.0 and 0.0 differ in bits, and their order is any kind's own; an
-unstable kind's may differ); partition and argpartition are the same stable sorts, a
-partition at every kth (NumPy's values at the kth; NumPy leaves the other elements in no
-promised order); correlate gathers its windows into a matrix for one cuBLAS product
-(floats only, as matmul). An op absent here,
-or with dtypes ``supported`` refuses, runs on the CPU (see the placement pass).
+NumPy's sequential ones); cummax/cummin are log-step scans by NumPy's own
+maximum/minimum rule (NumPy's bits); argsort is CuPy's stable sort (so an argsort of
+NumPy's unstable kinds, whose ties NumPy orders its own way, runs on the host); sort is
+CuPy's stable sort for every kind, NumPy's values (of equal values only -0.0 and 0.0
+differ in bits, and their order is any kind's own; an unstable kind's may differ);
+partition and argpartition are the same stable sorts, a partition at every kth (NumPy's
+values at the kth; NumPy leaves the other elements in no promised order); correlate
+gathers its windows into a matrix for one cuBLAS product (floats only, as matmul). An op
+absent here, or with dtypes ``supported`` refuses, runs on the CPU (see the placement
+pass).
 
 The ``numpy.linalg`` ops are ``cupy.linalg`` (cuSOLVER) calls, their several results
 packed into one array as the registry defines them (``ir/linalg_ops.py``). ``inv``,
@@ -195,15 +195,24 @@ def _scan(name: str):
 
 
 def _running(name: str):
-    """cummax/cummin as ceil(log2(n)) rounds of CuPy's maximum/minimum, each combining
-    every element with the one 2**k before it along the axis (a Hillis-Steele scan). The
-    ops are exact, so the order gives NumPy's values; a NaN carries on as in NumPy."""
+    """cummax/cummin as ceil(log2(n)) rounds combining every element with the one 2**k
+    before it along the axis (a Hillis-Steele scan), by NumPy's own rule with the earlier
+    value first: ``(a > b or isnan(a)) ? a : b`` (``<`` for the minimum). That rule picks
+    the first NaN, else the last of the equal extremes, in any grouping, so the scan
+    gives NumPy's bits, -0.0 against 0.0 and NaN payloads included; CuPy's
+    maximum/minimum promise neither."""
     def run(cupy, x, *, axis):
-        combine, y, n, k = getattr(cupy, name), x.copy(), x.shape[axis], 1
+        beats = cupy.greater if name == "maximum" else cupy.less
+        floats = x.dtype.kind == "f"
+        y, n, k = x.copy(), x.shape[axis], 1
         while k < n:
             later = (slice(None),) * axis + (slice(k, None),)
             earlier = (slice(None),) * axis + (slice(None, n - k),)
-            y[later] = combine(y[later], y[earlier])
+            a, b = y[earlier], y[later]
+            first = beats(a, b)
+            if floats:
+                first = cupy.logical_or(first, cupy.isnan(a))
+            y[later] = cupy.where(first, a, b)
             k *= 2
         return y
     return run
