@@ -308,20 +308,26 @@ def test_drawn_programs_on_chunked_arguments_match_numpy(prog, data):
 # --------------------------------------------------------------------------- GPU chunks
 
 
-def test_cupy_chunks_run_their_stages_on_the_cuda_backend(monkeypatch):
-    """Dask arrays of CuPy chunks (the emulated GPU here): each stage is placed on the
-    GPU and compiled by the CUDA backend; the partial sums are combined on the device."""
+def _skip_without_the_emulators_compiler() -> None:
     import shutil
 
     import gpu
-
-    from tracejit.backends.dask import blocks
 
     if not gpu.REAL:
         import cudasim
 
         if shutil.which(cudasim._cuda.CXX) is None:
             pytest.skip(f"no {cudasim._cuda.CXX}: the emulated GPU compiles kernels with it")
+
+
+def test_cupy_chunks_run_their_stages_on_the_cuda_backend(monkeypatch):
+    """Dask arrays of CuPy chunks (the emulated GPU here): each stage is placed on the
+    GPU and compiled by the CUDA backend; the partial sums are combined on the device."""
+    import gpu
+
+    from tracejit.backends.dask import blocks
+
+    _skip_without_the_emulators_compiler()
     x = rng().random((64, 8)).astype(np.float32)
     with gpu.cupy(monkeypatch, dask=True) as cp:
         dx = da.from_array(cp.asarray(x), chunks=(16, 8), asarray=False)
@@ -331,6 +337,78 @@ def test_cupy_chunks_run_their_stages_on_the_cuda_backend(monkeypatch):
         assert type(out).__module__.startswith("cupy")
         np.testing.assert_allclose(tj.to_host(out), np.tanh(x * 2 + 1).sum(axis=0), rtol=1e-5)
     assert any(key[1] == "cuda" for key in blocks._RUNNERS)
+
+
+# Programs on CuPy chunks: (function, argument shapes, chunks of each). Reductions along a
+# chunked axis and along a whole one, an input chunked two ways, a row softmax, a matmul
+# with an epilogue and one contracted over the chunked axis.
+GPU_CHUNKS = {
+    "chain": (chain, [(200, 48), (200, 48)], [(50, 48), (50, 16)]),
+    "reductions": (lambda x: (x.sum(axis=0), x.mean(axis=1), x.max(), np.abs(x).min(axis=0)),
+                   [(200, 48)], [(60, 24)]),
+    "softmax": (softmax, [(200, 48)], [(50, 48)]),
+    "matmul": (lambda x, w: (np.tanh(x @ w + 1.0), x.T @ x), [(200, 48), (48, 8)],
+               [(50, 48), (48, 8)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GPU_CHUNKS))
+def test_programs_on_cupy_chunks_match_numpy(name, monkeypatch):
+    """Each program on Dask arrays of CuPy chunks, on Dask's threaded scheduler: CuPy
+    results, NumPy's values (float32 within rounding of a float64 NumPy)."""
+    import gpu
+
+    _skip_without_the_emulators_compiler()
+    fn, shapes, chunks = GPU_CHUNKS[name]
+    xs = [rng(i).standard_normal(shape).astype(np.float32) for i, shape in enumerate(shapes)]
+    want = fn(*(x.astype(np.float64) for x in xs))
+    with gpu.cupy(monkeypatch, dask=True) as cp:
+        args = [da.from_array(cp.asarray(x), chunks=c, asarray=False)
+                for x, c in zip(xs, chunks, strict=True)]
+        with dask.config.set(scheduler="threads"):
+            got = dask.compute(tj.jit(fn)(*args))[0]
+        got = got if isinstance(got, tuple) else (got,)
+        for g, w in zip(got, want if isinstance(want, tuple) else (want,), strict=True):
+            assert type(g).__module__.startswith("cupy"), type(g)
+            np.testing.assert_allclose(tj.to_host(g), w, rtol=2e-5, atol=2e-5)
+
+
+def test_the_tutorial_network_on_cupy_chunks(monkeypatch, request):
+    """The tutorial network's loss, gradients and training step over four row chunks of
+    CuPy arrays, the parameters NumPy arrays; on a real GPU also on the module's
+    LocalCluster of worker processes (CuPy chunks travel between them), where the
+    emulated GPU stays in this process (Dask's synchronous scheduler)."""
+    import gpu
+
+    sys.path.insert(0, EXAMPLES)
+    import two_moons as tm
+
+    from tracejit.datasets import make_moons
+
+    _skip_without_the_emulators_compiler()
+    X, y = make_moons(2000, 0.2, rng())
+    Y = np.eye(2, dtype=np.float32)[y]
+    p = tm.init_params()
+    want_value, want_grads = tj.value_and_grad(tm.loss)(p, X, Y)
+    want_step = tm.numpy_train_step(p, X, Y)
+    with gpu.cupy(monkeypatch, dask=True) as cp:
+        dX = da.from_array(cp.asarray(X), chunks=(500, 2), asarray=False)
+        dY = da.from_array(cp.asarray(Y), chunks=(500, 2), asarray=False)
+        value, grads = tj.value_and_grad(tm.loss)(p, dX, dY)
+        stepped = tm.train_step(p, dX, dY)
+        if gpu.REAL:
+            results = [done(request.getfixturevalue("client"), value, grads, stepped)]
+        else:
+            results = []
+        with dask.config.set(scheduler="synchronous"):
+            results.append(dask.compute(value, grads, stepped))
+        for got_value, got_grads, got_step in results:
+            np.testing.assert_allclose(tj.to_host(got_value), want_value, rtol=1e-5)
+            for k in p:
+                np.testing.assert_allclose(tj.to_host(got_grads[k]), want_grads[k], rtol=1e-4,
+                                           atol=1e-7)
+                np.testing.assert_allclose(tj.to_host(got_step[k]), want_step[k], rtol=1e-4,
+                                           atol=1e-6)
 
 
 # Programs the drawn test (and its explore runs) found wrong, each a regression test:

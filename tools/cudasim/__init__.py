@@ -72,7 +72,7 @@ _cuda_module = _module("cupy.cuda", "Emulated cupy.cuda.", Device=_cuda.Device,
 _linalg_module = _module("cupy.linalg", "Emulated cupy.linalg (NumPy's LAPACK on the host).",
                          **_linalg.FUNCTIONS)
 cupy = _module("cupy", "Emulated CuPy (cudasim): the subset tracejit's runner may use.",
-               __version__="0+cudasim", ndarray=ndarray, cuda=_cuda_module,
+               __version__="0+cudasim", ndarray=ndarray, newaxis=None, cuda=_cuda_module,
                RawModule=_cuda.RawModule, linalg=_linalg_module, **_array.FUNCTIONS)
 cupyx = _module("cupyx", "Emulated cupyx (cudasim).", scatter_add=_array.scatter_add,
                 errstate=_linalg.errstate)
@@ -85,8 +85,9 @@ _saved: list[dict] = []
 def install(scheduler: str | None = None, dask: bool = False) -> types.ModuleType:
     """Put the emulator in ``sys.modules`` (``import cupy`` gets it) and ``reset()`` its
     state; ``scheduler`` overrides the environment's. ``dask``: also what Dask's CuPy
-    support needs (``take``, ``tensordot``, ``asnumpy``, NumPy's functions dispatching to
-    the emulator's), which tracejit's runners must not rely on. Returns ``cupy``."""
+    support needs (``take``, ``tensordot``, ``transpose``, ``asnumpy``, NumPy's functions
+    dispatching to the emulator's, ufuncs, ``+``, ``*`` and array methods computing), which
+    tracejit's runners must not rely on. Returns ``cupy``."""
     _saved.append({k: sys.modules.get(k) for k in _MODULES})
     sys.modules.update(_MODULES)
     reset()

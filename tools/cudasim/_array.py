@@ -242,7 +242,34 @@ class ndarray:
                         "Please use `.get()` to construct a NumPy array explicitly.")
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        return NotImplemented
+        """Refused (NotImplemented), so that a runner relying on NumPy's ufuncs fails here;
+        with Dask's extras installed, computed as CuPy's ufuncs are, for the array
+        arithmetic Dask's own ops (tree sums, matmul's partial products) do on chunks."""
+        if not DASK_EXTRAS or kwargs.get("out") is not None:
+            return NotImplemented
+        return _on_device(getattr(ufunc, method)(*(_host(x, ufunc.__name__) for x in inputs),
+                                                 **kwargs))
+
+    def __add__(self, other):
+        return np.add(self, other)
+
+    def __radd__(self, other):
+        return np.add(other, self)
+
+    def __mul__(self, other):
+        return np.multiply(self, other)
+
+    def __rmul__(self, other):
+        return np.multiply(other, self)
+
+    def __getattr__(self, name: str):
+        """With Dask's extras installed, NumPy's array methods Dask calls on chunks
+        (``squeeze``, ``sum``...), computed on the host array and returned on the device."""
+        if name.startswith("_") or not DASK_EXTRAS or not hasattr(np.ndarray, name):
+            raise AttributeError(f"cudasim: ndarray has no attribute {name!r}")
+        method = getattr(self._a, name)
+        return lambda *args, **kwargs: _on_device(method(*(_host(a, name) for a in args),
+                                                          **kwargs))
 
     def __array_function__(self, func, types, args, kwargs):
         """NumPy's functions refuse device arrays, so that a runner relying on them fails
@@ -484,6 +511,22 @@ def tensordot(a, b, axes=2) -> ndarray:
     return _new(np.tensordot(_operand(a, "tensordot"), _operand(b, "tensordot"), axes))
 
 
+def _host(x, what: str):
+    """An operand of Dask's own array arithmetic: a device array's host array, else ``x``."""
+    return _operand(x, what) if isinstance(x, ndarray) else x
+
+
+def _on_device(result):
+    """A result of Dask's own array arithmetic: NumPy arrays back on the device."""
+    if isinstance(result, tuple):
+        return tuple(_on_device(r) for r in result)
+    return _new(result) if isinstance(result, np.ndarray) else result
+
+
+def transpose(a, axes=None) -> ndarray:
+    return _new(np.transpose(_operand(a, "transpose"), axes))
+
+
 def asnumpy(a) -> np.ndarray:
     """``cupy.asnumpy``: a device array's copy on the host (Dask's to_numpy)."""
     return a.get() if isinstance(a, ndarray) else np.asarray(a)
@@ -491,7 +534,7 @@ def asnumpy(a) -> np.ndarray:
 
 # What Dask's CuPy support needs beyond tracejit's subset: installed, with NumPy's
 # functions dispatching to the emulator's, only by ``installed(dask=True)``.
-DASK = {"take": take, "tensordot": tensordot, "asnumpy": asnumpy}
+DASK = {"take": take, "tensordot": tensordot, "transpose": transpose, "asnumpy": asnumpy}
 DASK_EXTRAS: dict = {}  # DASK while installed with dask=True, else empty
 
 FUNCTIONS = {

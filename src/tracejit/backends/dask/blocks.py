@@ -90,14 +90,24 @@ class Stage:
         types = [_type_of(c, v.type) for c, v in zip(chunks, self.inputs, strict=True)]
         if gpu is None:
             return tuple(self.runner(types, self.backend)(*chunks))
-        cupy = sys.modules[type(gpu).__module__]  # a NumPy array (a constant) goes over too
-        chunks = [cupy.asarray(c) if isinstance(c, np.ndarray) and c.ndim else c
-                  for c in chunks]
+        cupy = sys.modules[type(gpu).__module__]
+        chunks = [_for_the_gpu(c, cupy) for c in chunks]
         return tuple(self.runner(types, "cuda", gpu.device.id)(*chunks))
 
     def __reduce__(self):  # the template travels; the compiled runners stay per process
         return (Stage, (self.inputs, self.nodes, self.outputs, self.keepdims, self.name,
                         self.backend))
+
+
+def _for_the_gpu(chunk, cupy):
+    """A chunk as the CUDA runner takes it: a NumPy array (a constant) goes over; a 0-d
+    one on the device (a partial reduction's result) comes to the host, as the runner
+    passes 0-d inputs to kernels by value."""
+    if isinstance(chunk, np.ndarray):
+        return cupy.asarray(chunk) if chunk.ndim else chunk
+    if type(chunk).__module__.startswith("cupy") and chunk.ndim == 0:
+        return chunk.get()
+    return chunk
 
 
 def _type_of(chunk, template: TensorType) -> TensorType:
