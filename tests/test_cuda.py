@@ -14,6 +14,7 @@ from pathlib import Path
 import gpu
 import numpy as np
 import pytest
+import test_inplace
 from conftest import SRC
 
 import tracejit as tj
@@ -474,3 +475,25 @@ def test_running_extremes_give_numpys_bits(cp):
                 got = gpu.on_host(f(data))
             for g, w in zip(got, extremes(data), strict=True):
                 assert g.tobytes() == w.tobytes(), (n, data, g, w)
+
+
+def _to_host(tree):
+    if isinstance(tree, (tuple, list)):
+        return type(tree)(_to_host(t) for t in tree)
+    return tree if tree is None or isinstance(tree, (bool, int, float)) else host(tree)
+
+
+@pytest.mark.parametrize("name", sorted(test_inplace.PROGRAMS))
+def test_write_programs_on_the_gpu(name, cp):
+    """test_inplace's programs that write into their arguments, run on the GPU with host
+    arguments: each written region comes back to the caller's array, on the first call and
+    on the cached ones. (CI runs this file on the emulated GPU; the whole backend-
+    parametrised suite runs there with TRACEJIT_TEST_BACKENDS=cuda.)"""
+    fn, args = test_inplace.PROGRAMS[name]
+    f = tj.jit(fn, backend="cuda")
+    for _ in range(3):
+        want_args, got_args = test_inplace._copies(args), test_inplace._copies(args)
+        want = fn(*want_args)
+        test_inplace._assert_same(_to_host(f(*got_args)), want)
+        for g, w in zip(got_args, want_args, strict=True):
+            test_inplace._assert_same(g, w)
