@@ -13,7 +13,9 @@ batch, which is where a compiled backend spends its time (the kernels still comp
 one, but the per-function work is shared). The programs share no values, so each output
 still depends on its own program only; a batch that fails is run again program by program
 to name the culprit (and recorded whole if none fails alone). ``--backend cuda`` runs on the
-emulated GPU of tools/cudasim (g++ compiles the kernels).
+emulated GPU of tools/cudasim (g++ compiles the kernels), or with ``--real-gpu`` on GPU 0
+through CuPy (NVRTC's code, the GPU's math library and its sums' order: what the emulator
+cannot show). The worker processes are forked before any of them touches CUDA.
 """
 
 from __future__ import annotations
@@ -142,10 +144,11 @@ def record(path: Path, args, result: dict) -> None:
         f"- date: {datetime.date.today().isoformat()}",
         f"- commit: {commit}",
         f"- command: `python bench/explore.py --backend {args.backend} --programs "
-        f"{args.programs} --seed {args.seed} --batch {args.batch} --jobs {args.jobs}` "
+        f"{args.programs} --seed {args.seed} --batch {args.batch} --jobs {args.jobs}"
+        f"{' --real-gpu' if args.real_gpu else ''}` "
         f"(TRACEJIT_DISK_CACHE={os.environ['TRACEJIT_DISK_CACHE']}, "
         f"TRACEJIT_MIN_KERNEL_SIZE={os.environ['TRACEJIT_MIN_KERNEL_SIZE']})",
-        f"- backend: {args.backend}" + (" (emulated GPU)" if args.backend == "cuda" else ""),
+        f"- backend: {args.backend}" + (f" ({gpu_name(args)})" if args.backend == "cuda" else ""),
         f"- seed: {args.seed} (program i is drawn from `random.Random(f\"{args.seed}:{{i}}\")`)",
         f"- programs: {args.programs}",
         f"- mismatches: {result['mismatches']}",
@@ -162,6 +165,14 @@ def record(path: Path, args, result: dict) -> None:
     path.write_text("\n".join(lines))
 
 
+def gpu_name(args) -> str:
+    if not args.real_gpu:
+        return "emulated GPU"
+    import cupy
+
+    return f"real GPU: {cupy.cuda.runtime.getDeviceProperties(0)['name'].decode()}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="cpu", choices=["reference", "cpu", "cuda"])
@@ -170,13 +181,15 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1, help="programs per jitted function")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--real-gpu", action="store_true",
+                        help="with --backend cuda: GPU 0 through CuPy, not the emulator")
     args = parser.parse_args()
     # No disk cache: no program is seen twice, and saving the kernels' object code costs
     # about a third of the time (TRACEJIT_DISK_CACHE=1 tests that path too, in a tmp dir).
     os.environ.setdefault("TRACEJIT_DISK_CACHE", "0")
     if os.environ["TRACEJIT_DISK_CACHE"] != "0" and "TRACEJIT_CACHE_DIR" not in os.environ:
         os.environ["TRACEJIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="tracejit-explore-")
-    if args.backend == "cuda":
+    if args.backend == "cuda" and not args.real_gpu:
         import cudasim
 
         cudasim.install()
