@@ -17,7 +17,10 @@ Issue 13's workloads, each timed in a process of its own (imports excluded, an e
 
 tracejit's rows also show where the first call went (the compile log's trace, passes,
 codegen and first-run phases, and the kernels compiled). Each figure is the median of
-``--repeat`` fresh processes.
+``--repeat`` fresh processes, run with Python's bytecode cache on, as a user's installation
+has it: where the environment sets ``PYTHONDONTWRITEBYTECODE`` (this project's machines
+do), every process would compile tracejit's sources again (about 50 ms of the chain's
+first call here), while JAX's installed package reads its bytecode.
 """
 
 from __future__ import annotations
@@ -136,6 +139,7 @@ def fresh(template: str, workload: str) -> dict:
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "TRACEJIT_CACHE_DIR": cache, "PYTHONPATH": os.pathsep.join(
             [EXAMPLES, os.environ.get("PYTHONPATH", "")])}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         done = subprocess.run([sys.executable, "-c", code], env=env, text=True,
                               capture_output=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
