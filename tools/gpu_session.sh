@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
-# One lease of a real GPU: the CUDA tests, bench/bench_cuda.py and a profile of the GPU
-# gradient step in one command, each part under its own time limit, everything it learns
-# written to $OUT (7 files; the device tool brings back at most 8). Run from the repository root on the GPU machine:
+# One lease of a real GPU: the CUDA tests, the Dask tests of CuPy chunks, an explore run of
+# random programs, bench/bench_cuda.py and a profile of the GPU gradient step in one
+# command, each part under its own time limit, everything it learns written to $OUT (8
+# files; the device tool brings back at most 8). Run from the repository root on the GPU
+# machine:
 #   OUT=/some/dir bash tools/gpu_session.sh [suite s] [bench s] [profile s] [profile args]
-# Its logs are the record behind bench/results/cuda-real-*.md.
+# Its logs are the record behind bench/results/cuda-h*.md. Packages the GPU image lacks
+# travel as wheels in .whl/ (ignored by git), fetched here for its Python 3.12:
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux_2_17_x86_64 -d .whl jsonschema jsonschema-specifications \
+#     referencing rpds-py dask distributed partd locket tblib zict tornado
+# (the versions of dask and distributed this project's venv has), and the run carries .whl.
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=src:tools TRACEJIT_TEST_REAL_GPU=1
 OUT=${OUT:-/tmp/gpu-out}; mkdir -p "$OUT"
@@ -45,6 +52,16 @@ wait $FILES_PID
 stamp "CUDA test files"
 grep -E "^(FAILED|ERROR)" "$OUT/tests-cuda-files.log" | cut -c1-200 | head -20
 tail -3 "$OUT/tests-cuda-files.log"
+
+stamp "Dask arrays of CuPy chunks (a LocalCluster included), and 10,000 random programs"
+if $PY -c "import dask, distributed" 2>/dev/null; then
+    timeout -s INT -k 10 120 $PY -m pytest tests/test_dask.py -k cupy -p no:cacheprovider \
+        -o addopts="" -q -rfEs --tb=short -W ignore::tracejit.errors.PlacementWarning 2>&1 | tail -3
+else
+    echo "no dask here: carry its wheels in .whl (see the top of this script)"
+fi
+timeout -s INT -k 10 120 $PY bench/explore.py --backend cuda --real-gpu --programs 10000 \
+    --seed "$(date +%s)" --batch 32 --jobs "$((N + 3))" --out "$OUT/explore-real-gpu.md" | tail -1
 
 stamp "bench_cuda.py"
 timeout -s INT -k 15 "$BENCH_S" $PY bench/bench_cuda.py --deadline $((BENCH_S - 10)) \
