@@ -9,6 +9,7 @@ compared with NumPy; sums over chunked axes add in Dask's order, so within a tol
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -341,14 +342,23 @@ def test_cupy_chunks_run_their_stages_on_the_cuda_backend(monkeypatch):
 
 # Programs on CuPy chunks: (function, argument shapes, chunks of each). Reductions along a
 # chunked axis and along a whole one, an input chunked two ways, a row softmax, a matmul
-# with an epilogue and one contracted over the chunked axis.
+# with an epilogue and one contracted over the chunked axis, Dask's own arg-reductions and
+# cumulative sums, ops that need whole arrays (sorts), int32 data.
 GPU_CHUNKS = {
     "chain": (chain, [(200, 48), (200, 48)], [(50, 48), (50, 16)]),
     "reductions": (lambda x: (x.sum(axis=0), x.mean(axis=1), x.max(), np.abs(x).min(axis=0)),
                    [(200, 48)], [(60, 24)]),
+    "moments": (lambda x: (x - x.mean(axis=0, keepdims=True), x.var(axis=0), x.std(),
+                           np.where(x > 0, x, 0.1 * x).sum()), [(200, 48)], [(50, 24)]),
     "softmax": (softmax, [(200, 48)], [(50, 48)]),
     "matmul": (lambda x, w: (np.tanh(x @ w + 1.0), x.T @ x), [(200, 48), (48, 8)],
                [(50, 48), (48, 8)]),
+    "argmax": (lambda x: (np.argmax(x, axis=0), np.argmin(x * 2, axis=1)), [(200, 48)],
+               [(60, 24)]),
+    "cumsum": (lambda x: (np.cumsum(x, axis=1), np.cumsum(x * x, axis=0)), [(200, 48)],
+               [(50, 48)]),
+    "sort": (lambda x: (np.sort(x, axis=1) + 1, np.sort(x, axis=0)), [(200, 48)], [(50, 48)]),
+    "ints": (lambda i: ((i * 3 + 1).sum(axis=0), np.abs(i).max()), [(200, 48)], [(50, 24)]),
 }
 
 
@@ -360,17 +370,25 @@ def test_programs_on_cupy_chunks_match_numpy(name, monkeypatch):
 
     _skip_without_the_emulators_compiler()
     fn, shapes, chunks = GPU_CHUNKS[name]
-    xs = [rng(i).standard_normal(shape).astype(np.float32) for i, shape in enumerate(shapes)]
-    want = fn(*(x.astype(np.float64) for x in xs))
+    xs = [rng(i).integers(-9, 9, shape).astype(np.int32) if name == "ints" else
+          rng(i).standard_normal(shape).astype(np.float32) for i, shape in enumerate(shapes)]
+    want = fn(*(x.astype(np.float64) if x.dtype == np.float32 else x for x in xs))
+    dtypes = [np.asarray(w).dtype for w in _tuple(fn(*xs))]
     with gpu.cupy(monkeypatch, dask=True) as cp:
         args = [da.from_array(cp.asarray(x), chunks=c, asarray=False)
                 for x, c in zip(xs, chunks, strict=True)]
-        with dask.config.set(scheduler="threads"):
+        # (the sorts need whole arrays: their chunks are gathered, with a warning)
+        gathers = pytest.warns(RechunkWarning) if name == "sort" else contextlib.nullcontext()
+        with dask.config.set(scheduler="threads"), gathers:
             got = dask.compute(tj.jit(fn)(*args))[0]
-        got = got if isinstance(got, tuple) else (got,)
-        for g, w in zip(got, want if isinstance(want, tuple) else (want,), strict=True):
+        for g, w, dtype in zip(_tuple(got), _tuple(want), dtypes, strict=True):
             assert type(g).__module__.startswith("cupy"), type(g)
+            assert g.dtype == dtype
             np.testing.assert_allclose(tj.to_host(g), w, rtol=2e-5, atol=2e-5)
+
+
+def _tuple(x) -> tuple:
+    return x if isinstance(x, tuple) else (x,)
 
 
 def test_the_tutorial_network_on_cupy_chunks(monkeypatch, request):

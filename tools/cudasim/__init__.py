@@ -85,8 +85,9 @@ _saved: list[dict] = []
 def install(scheduler: str | None = None, dask: bool = False) -> types.ModuleType:
     """Put the emulator in ``sys.modules`` (``import cupy`` gets it) and ``reset()`` its
     state; ``scheduler`` overrides the environment's. ``dask``: also what Dask's CuPy
-    support needs (``take``, ``tensordot``, ``transpose``, ``asnumpy``, NumPy's functions
-    dispatching to the emulator's, ufuncs, ``+``, ``*`` and array methods computing), which
+    support needs (``take``, ``tensordot``, ``transpose``, ``full_like``, ``asnumpy``, NumPy's
+    functions dispatching to the emulator's, ufuncs, ``+``, ``*``, array methods and host
+    index arrays), which
     tracejit's runners must not rely on. Returns ``cupy``."""
     _saved.append({k: sys.modules.get(k) for k in _MODULES})
     sys.modules.update(_MODULES)

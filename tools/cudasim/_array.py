@@ -306,6 +306,8 @@ def _index(x: ndarray, key):
                          f"but {total} were indexed")
     out, dim, fancy = [], 0, False
     for k in key:
+        if isinstance(k, (list, np.ndarray)) and DASK_EXTRAS:  # (Dask's own indexing)
+            k = _new(np.asarray(k))
         if isinstance(k, (list, np.ndarray)):
             raise TypeError("cudasim: index arrays must be device arrays (cupy.asarray them "
                             "first); CuPy would copy this host index to the device implicitly")
@@ -523,6 +525,10 @@ def _on_device(result):
     return _new(result) if isinstance(result, np.ndarray) else result
 
 
+def full_like(a, fill_value, dtype=None, shape=None) -> ndarray:
+    return _new(np.full_like(_operand(a, "full_like"), fill_value, dtype=dtype, shape=shape))
+
+
 def transpose(a, axes=None) -> ndarray:
     return _new(np.transpose(_operand(a, "transpose"), axes))
 
@@ -534,7 +540,8 @@ def asnumpy(a) -> np.ndarray:
 
 # What Dask's CuPy support needs beyond tracejit's subset: installed, with NumPy's
 # functions dispatching to the emulator's, only by ``installed(dask=True)``.
-DASK = {"take": take, "tensordot": tensordot, "transpose": transpose, "asnumpy": asnumpy}
+DASK = {"take": take, "tensordot": tensordot, "transpose": transpose, "full_like": full_like,
+        "asnumpy": asnumpy}
 DASK_EXTRAS: dict = {}  # DASK while installed with dask=True, else empty
 
 FUNCTIONS = {

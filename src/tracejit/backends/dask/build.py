@@ -17,6 +17,7 @@ naming the op and line when that gathers chunked data.
 from __future__ import annotations
 
 import itertools
+import sys
 import warnings
 from dataclasses import dataclass, field
 
@@ -430,10 +431,27 @@ class Builder:
             else:  # at the user's line
                 warnings.warn_explicit(RechunkWarning(message), RechunkWarning,
                                        node.loc.filename, node.loc.lineno)
-        impl, attrs = REGISTRY[node.op].impl, node.attrs
-        task = dask.delayed(lambda *xs: np.asarray(impl(*xs, **attrs)), pure=True)(*arrays)
+        task = dask.delayed(_Whole(REGISTRY[node.op].impl, node.attrs), pure=True)(*arrays)
         t = node.out.type
         return da.from_delayed(task, shape=t.shape, dtype=t.dtype)
+
+
+class _Whole:
+    """A task computing an op over whole arrays with its NumPy implementation (the
+    reference's: NumPy's bits). Arrays of CuPy chunks come to the host for it and the result
+    goes back to their GPU, where the stages after it run."""
+
+    def __init__(self, impl, attrs: dict):
+        self.impl, self.attrs = impl, attrs
+
+    def __call__(self, *xs):
+        gpu = next((x for x in xs if type(x).__module__.startswith("cupy")), None)
+        if gpu is None:
+            return np.asarray(self.impl(*xs, **self.attrs))
+        cupy = sys.modules[type(gpu).__module__]
+        host = [x.get() if type(x).__module__.startswith("cupy") else x for x in xs]
+        with gpu.device:
+            return cupy.asarray(np.asarray(self.impl(*host, **self.attrs)))
 
 
 def _fits(space: tuple[int, ...], shape: tuple[int, ...]) -> bool:
