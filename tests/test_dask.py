@@ -359,6 +359,10 @@ GPU_CHUNKS = {
                [(50, 48)]),
     "sort": (lambda x: (np.sort(x, axis=1) + 1, np.sort(x, axis=0)), [(200, 48)], [(50, 48)]),
     "ints": (lambda i: ((i * 3 + 1).sum(axis=0), np.abs(i).max()), [(200, 48)], [(50, 24)]),
+    "concatenate": (lambda x: np.concatenate([x, np.exp(x)], axis=1).T @ x, [(200, 48)],
+                    [(50, 24)]),
+    "gather": (lambda x: x[::2][:, [0, 5, 2]] * 2 + x[1:, :3].sum(axis=0), [(200, 48)],
+               [(50, 24)]),
 }
 
 
@@ -377,8 +381,10 @@ def test_programs_on_cupy_chunks_match_numpy(name, monkeypatch):
     with gpu.cupy(monkeypatch, dask=True) as cp:
         args = [da.from_array(cp.asarray(x), chunks=c, asarray=False)
                 for x, c in zip(xs, chunks, strict=True)]
-        # (the sorts need whole arrays: their chunks are gathered, with a warning)
-        gathers = pytest.warns(RechunkWarning) if name == "sort" else contextlib.nullcontext()
+        # (sorts and gathers along a chunked axis need whole arrays: their chunks are
+        # gathered, with a warning)
+        gathers = (pytest.warns(RechunkWarning) if name in ("sort", "gather") else
+                   contextlib.nullcontext())
         with dask.config.set(scheduler="threads"), gathers:
             got = dask.compute(tj.jit(fn)(*args))[0]
         for g, w, dtype in zip(_tuple(got), _tuple(want), dtypes, strict=True):
@@ -389,6 +395,52 @@ def test_programs_on_cupy_chunks_match_numpy(name, monkeypatch):
 
 def _tuple(x) -> tuple:
     return x if isinstance(x, tuple) else (x,)
+
+
+def test_writes_and_gradients_on_cupy_chunks(monkeypatch):
+    """A function writing into a Dask argument of CuPy chunks updates it lazily, as on
+    NumPy chunks; a gradient over CuPy chunks is CuPy's array with NumPy's values."""
+    import gpu
+
+    _skip_without_the_emulators_compiler()
+    x = rng().random((20, 3))
+    w = rng(1).random((3, 2))
+
+    def clamp(a):
+        a[a < 0.5] = 0.5
+        return a.sum()
+
+    def loss(w, x):
+        return np.sum(np.tanh(x @ w) ** 2)
+
+    want, want_grad = x.copy(), tj.grad(loss)(w, x)
+    want_total = clamp(want)
+    with gpu.cupy(monkeypatch, dask=True) as cp, dask.config.set(scheduler="synchronous"):
+        dx = da.from_array(cp.asarray(x.copy()), chunks=(5, 3), asarray=False)
+        total = tj.jit(clamp)(dx)
+        np.testing.assert_array_equal(tj.to_host(dx.compute()), want)
+        np.testing.assert_allclose(tj.to_host(total.compute()), want_total, rtol=1e-12)
+        got = tj.grad(loss)(w, da.from_array(cp.asarray(x), chunks=(5, 3), asarray=False))
+        got = got.compute() if hasattr(got, "compute") else got
+        assert type(got).__module__.startswith("cupy")
+        np.testing.assert_allclose(tj.to_host(got), want_grad, rtol=1e-12)
+
+
+def test_a_reproducer_does_not_compute_dask_arguments():
+    """An internal error's reproducer keeps a Dask argument empty (its shape and dtype are
+    in the IR beside it) rather than computing its graph, which may be large or fail:
+    reporting one error must not raise another."""
+    from tracejit.check import write_reproducer
+
+    def fails():
+        raise RuntimeError("computed")
+
+    broken = da.from_delayed(dask.delayed(fails)(), shape=(4, 3), dtype=np.float32)
+    directory = write_reproducer("f", {"arguments": {"x": broken, "y": np.arange(3.0)}},
+                                 {"ir.txt": "f(x: f32[4,3], y: f64[3])"})
+    with np.load(os.path.join(directory, "arguments.npz")) as saved:
+        assert saved["x"].shape == (0,) and saved["x"].dtype == np.float32
+        np.testing.assert_array_equal(saved["y"], np.arange(3.0))
 
 
 def test_the_tutorial_network_on_cupy_chunks(monkeypatch, request):

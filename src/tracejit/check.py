@@ -83,7 +83,7 @@ def write_reproducer(name: str, arrays: Mapping[str, Mapping[str, object]],
     :func:`reproducer_root` as ``<name>-<timestamp>-<hash>``, or into a temporary directory
     when that is not writable. Returns its path. Never raises: it runs while reporting
     another error, which must not be masked."""
-    host = {k: {_npz_key(n): _host_array(v) for n, v in d.items()} for k, d in arrays.items()}
+    host = {k: {_npz_key(n): _recorded(v) for n, v in d.items()} for k, d in arrays.items()}
     digest = hashlib.sha256()
     for key in sorted(texts):
         digest.update(texts[key].encode())
@@ -117,6 +117,18 @@ def _safe(name: str) -> str:
 
 def _npz_key(name: str) -> str:
     return re.sub(r"[^\w.]+", "_", name).strip("_") or "value"
+
+
+def _recorded(x) -> np.ndarray:
+    """``x`` as the reproducer keeps it: on the host; a Dask array not computed (its graph
+    may be large, its chunks on other machines or GPUs: the IR beside it has its shape and
+    dtype) but empty; anything that cannot come to the host, empty too."""
+    try:
+        if targets.dask_array(x):
+            return np.empty((0,), x.dtype)
+        return _host_array(x)
+    except Exception:  # noqa: BLE001 (reporting another error, which must not be masked)
+        return np.empty((0,))
 
 
 def _host_array(x) -> np.ndarray:

@@ -274,12 +274,19 @@ class ndarray:
     def __array_function__(self, func, types, args, kwargs):
         """NumPy's functions refuse device arrays, so that a runner relying on them fails
         here; with Dask's extras installed (``installed(dask=True)``) they are CuPy's of the
-        same name where there is one, as with CuPy's own ``__array_function__`` (Dask calls
-        ``np.sum`` on CuPy chunks)."""
-        ours = DASK_EXTRAS.get(func.__name__) if DASK_EXTRAS else None
-        if ours is None and DASK_EXTRAS:
-            ours = FUNCTIONS.get(func.__name__)
-        return NotImplemented if ours is None else ours(*args, **kwargs)
+        same name where there is one, else NumPy's computed on the host arrays, as with
+        CuPy's own ``__array_function__``, which covers most of NumPy (Dask calls ``np.sum``,
+        ``np.zeros_like``... on CuPy chunks)."""
+        if not DASK_EXTRAS:
+            return NotImplemented
+        ours = DASK_EXTRAS.get(func.__name__) or FUNCTIONS.get(func.__name__)
+        if ours is not None:
+            return ours(*args, **kwargs)
+        named = dict(zip(kwargs, _on_host(kwargs.values()), strict=True))
+        result = func(*_on_host(args), **named)
+        if isinstance(result, np.ndarray) and result.dtype.char not in SUPPORTED_DTYPES:
+            return NotImplemented  # (a structured array, say: CuPy has none either)
+        return _on_device(result)
 
 
 ndarray.__module__ = "cupy"
@@ -516,6 +523,13 @@ def tensordot(a, b, axes=2) -> ndarray:
 def _host(x, what: str):
     """An operand of Dask's own array arithmetic: a device array's host array, else ``x``."""
     return _operand(x, what) if isinstance(x, ndarray) else x
+
+
+def _on_host(xs) -> list:
+    """Arguments of a NumPy function Dask calls: device arrays, also in lists and tuples,
+    as their host arrays."""
+    return [_operand(x, "a NumPy function") if isinstance(x, ndarray) else
+            type(x)(_on_host(x)) if isinstance(x, (list, tuple)) else x for x in xs]
 
 
 def _on_device(result):

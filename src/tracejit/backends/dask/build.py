@@ -347,7 +347,7 @@ class Builder:
             shape = _stage_shape(v, stage, self.producer)
             adjust = {ind[j]: 1 for j in range(nd) if shape[j] == 1 and stage.shape[j] != 1}
             arr = da.blockwise(item(i), ind, outs, ind, dtype=v.type.dtype,
-                               meta=np.empty((0,) * nd, v.type.dtype), adjust_chunks=adjust,
+                               meta=_meta(pairs[::2], nd, v.type.dtype), adjust_chunks=adjust,
                                token=f"tracejit-{s.name}-{i}")
             self.env[v] = self.finish(v, arr, stage, shape)
         for v in members:
@@ -433,7 +433,8 @@ class Builder:
                                        node.loc.filename, node.loc.lineno)
         task = dask.delayed(_Whole(REGISTRY[node.op].impl, node.attrs), pure=True)(*arrays)
         t = node.out.type
-        return da.from_delayed(task, shape=t.shape, dtype=t.dtype)
+        return da.from_delayed(task, shape=t.shape, dtype=t.dtype,
+                               meta=_meta(arrays, t.ndim, t.dtype))
 
 
 class _Whole:
@@ -490,6 +491,18 @@ def _whole_chunks(x):
     if not any(0 in c and sum(c) for c in x.chunks):
         return x
     return x.rechunk(tuple(tuple(n for n in c if n) or c for c in x.chunks))
+
+
+def _meta(inputs, ndim: int, dtype):
+    """The meta (an empty array of the chunks' type) of an array computed from ``inputs``:
+    CuPy's where an input's chunks are CuPy arrays (the stage and whole-array tasks then
+    return CuPy arrays, and Dask's own ops after them, such as ``concatenate``, combine
+    metas of one kind), else NumPy's."""
+    for x in inputs:
+        meta = getattr(x, "_meta", None) if _is_dask(x) else None
+        if type(meta).__module__.startswith("cupy"):
+            return sys.modules[type(meta).__module__].empty((0,) * ndim, dtype)
+    return np.empty((0,) * ndim, dtype)
 
 
 def _is_dask(x) -> bool:
