@@ -204,6 +204,32 @@ def test_an_op_needing_a_whole_axis_warns_at_the_users_line():
         np.testing.assert_allclose(out.compute(), np.sort(x, axis=0) * 2)
 
 
+def test_sorts_along_an_axis_whole_in_every_chunk_run_chunk_by_chunk():
+    """A sort, argsort, partition or argpartition along an axis no chunk splits runs on
+    each chunk (no gathering, no RechunkWarning), with NumPy's bits; along a split axis it
+    gathers, with the warning."""
+    x = rng().standard_normal((40, 6))
+    x[::3, 2] = -0.0  # (ties of -0.0 and 0.0: NumPy's own order of them)
+    x[1::3, 2] = 0.0
+
+    def orders(x):
+        return (np.sort(x, axis=1), np.argsort(x, axis=1, kind="stable"),
+                np.partition(x, 2, axis=-1), np.argpartition(x, [1, 4], axis=1))
+
+    f = tj.jit(orders)
+    dx = da.from_array(x, chunks=(10, 6))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RechunkWarning)
+        out = f(dx)
+    assert f.lower(dx).plan.count("chunk by chunk (axis 1 whole in every chunk)") == 4
+    with dask.config.set(scheduler="synchronous"):
+        got = dask.compute(out)[0]
+    for g, w in zip(got, orders(x), strict=True):
+        assert g.dtype == w.dtype and g.tobytes() == w.tobytes()
+    with pytest.warns(RechunkWarning):
+        f(da.from_array(x, chunks=(10, 3)))
+
+
 def test_a_whole_axis_op_on_one_chunk_does_not_warn():
     x = rng().random((40, 6))
     f = tj.jit(lambda x: np.sort(x, axis=0))

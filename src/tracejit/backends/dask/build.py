@@ -91,6 +91,11 @@ _DASK_OPS = {
 }
 
 
+# Ops whose result along their ``axis`` depends on that axis alone: chunk by chunk where
+# every chunk holds the whole axis, else over whole arrays.
+_ALONG_AN_AXIS = {"sort", "argsort", "partition", "argpartition"}
+
+
 @dataclass(eq=False)
 class _Open:
     """An open stage: its iteration ``shape``, which of its axes are split in chunks,
@@ -410,6 +415,13 @@ class Builder:
                 out, how = None, "one task over whole arrays"
             if out is not None and out.shape != node.out.type.shape:
                 out, how = None, "one task over whole arrays"
+        if node.op in _ALONG_AN_AXIS and not empty and len(arrays[0].chunks[
+                node.attrs["axis"]]) == 1:
+            out = arrays[0].map_blocks(_Whole(REGISTRY[node.op].impl, node.attrs),
+                                       dtype=node.out.type.dtype,
+                                       meta=_meta(arrays, node.out.type.ndim,
+                                                  node.out.type.dtype))
+            how = f"chunk by chunk (axis {node.attrs['axis']} whole in every chunk)"
         if out is None:  # (a weak scalar goes in as the Python scalar it stands for)
             out = self.whole(node, [x if v.type.weak else a for x, a, v in
                                     zip(args, arrays, node.inputs, strict=True)],
