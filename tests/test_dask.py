@@ -230,6 +230,35 @@ def test_sorts_along_an_axis_whole_in_every_chunk_run_chunk_by_chunk():
         f(da.from_array(x, chunks=(10, 3)))
 
 
+def test_gathers_along_axes_whole_in_every_chunk_run_chunk_by_chunk():
+    """Fancy indexing along axes that no chunk splits (columns picked from row chunks, a
+    2-d index, two indices, np.take along the last axis) runs on each chunk, the index
+    arrays whole in every task: NumPy's bits, no RechunkWarning; along a split axis it
+    gathers, with the warning; an index out of range raises NumPy's IndexError."""
+    x = rng().standard_normal((40, 6, 5))
+    i = np.array([[0, 5], [2, 2], [-1, 3]])
+
+    def picks(x):
+        return (x[:, [0, 5, 2]], x[:, i] * 2, x[:, [0, 5, 2], [1, 1, 4]],
+                np.take(x, [4, 0], axis=2))
+
+    f = tj.jit(picks)
+    dx = da.from_array(x, chunks=(10, 6, 5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RechunkWarning)
+        out = f(dx)
+    assert f.lower(dx).plan.count("chunk by chunk (the indexed axes whole") == 4
+    with dask.config.set(scheduler="synchronous"):
+        got = dask.compute(out)[0]
+        for g, w in zip(got, picks(x), strict=True):
+            assert g.dtype == w.dtype and g.shape == w.shape and g.tobytes() == w.tobytes()
+        with pytest.warns(RechunkWarning):
+            split = f(da.from_array(x, chunks=(10, 3, 5)))
+        np.testing.assert_array_equal(split[0].compute(), x[:, [0, 5, 2]])
+        with pytest.raises(IndexError):
+            tj.jit(lambda x: x[:, [0, 6]])(dx).compute()
+
+
 def test_a_whole_axis_op_on_one_chunk_does_not_warn():
     x = rng().random((40, 6))
     f = tj.jit(lambda x: np.sort(x, axis=0))

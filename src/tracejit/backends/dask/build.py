@@ -422,6 +422,11 @@ class Builder:
                                        meta=_meta(arrays, node.out.type.ndim,
                                                   node.out.type.dtype))
             how = f"chunk by chunk (axis {node.attrs['axis']} whole in every chunk)"
+        elif node.op == "gather" and not empty:
+            out = _gather_by_chunks(node, arrays)
+            how = "chunk by chunk (the indexed axes whole in every chunk)"
+            if out is None:
+                how = "one task over whole arrays"
         if out is None:  # (a weak scalar goes in as the Python scalar it stands for)
             out = self.whole(node, [x if v.type.weak else a for x, a, v in
                                     zip(args, arrays, node.inputs, strict=True)],
@@ -447,6 +452,30 @@ class Builder:
         t = node.out.type
         return da.from_delayed(task, shape=t.shape, dtype=t.dtype,
                                meta=_meta(arrays, t.ndim, t.dtype))
+
+
+def _gather_by_chunks(node: Node, arrays: list):
+    """``x[:, ..., i0, i1, ...]`` as one task per chunk of ``x`` where every chunk holds
+    the indexed axes whole (columns picked from row chunks), the index arrays going whole
+    to each task; None where a chunk splits an indexed axis."""
+    import dask.array as da
+
+    x, idx, axis = arrays[0], arrays[1:], node.attrs["axis"]
+    indexed = range(axis, axis + len(idx))
+    if any(len(x.chunks[d]) > 1 for d in indexed) or x.ndim + node.out.type.ndim > len(
+            _LETTERS):
+        return None
+    batch = node.out.type.shape[axis:axis + node.out.type.ndim - x.ndim + len(idx)]
+    x_ind = _LETTERS[:x.ndim]
+    b_ind = _LETTERS[x.ndim:x.ndim + len(batch)]
+    out_ind = x_ind[:axis] + b_ind + x_ind[axis + len(idx):]
+    pairs = []
+    for i in idx:  # each index broadcast to the batch shape, one chunk
+        pairs += [da.broadcast_to(i, batch).rechunk(-1), b_ind]
+    t = node.out.type
+    return da.blockwise(_Whole(REGISTRY["gather"].impl, node.attrs), out_ind, x, x_ind,
+                        *pairs, dtype=t.dtype, meta=_meta(arrays, t.ndim, t.dtype),
+                        new_axes=dict(zip(b_ind, batch, strict=True)), concatenate=True)
 
 
 class _Whole:
