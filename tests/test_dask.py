@@ -216,18 +216,25 @@ def test_sorts_along_an_axis_whole_in_every_chunk_run_chunk_by_chunk():
         return (np.sort(x, axis=1), np.argsort(x, axis=1, kind="stable"),
                 np.partition(x, 2, axis=-1), np.argpartition(x, [1, 4], axis=1))
 
-    f = tj.jit(orders)
-    dx = da.from_array(x, chunks=(10, 6))
+    _chunk_by_chunk(orders, da.from_array(x, chunks=(10, 6)), x,
+                    "chunk by chunk (axis 1 whole in every chunk)")
+    with pytest.warns(RechunkWarning):
+        tj.jit(orders)(da.from_array(x, chunks=(10, 3)))
+
+
+def _chunk_by_chunk(fn, dx, x, how: str) -> None:
+    """``fn`` of Dask array ``dx`` (``x``'s chunks) gives no RechunkWarning, its plan says
+    ``how`` for each of its results, and they are NumPy's bits."""
+    f = tj.jit(fn)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RechunkWarning)
         out = f(dx)
-    assert f.lower(dx).plan.count("chunk by chunk (axis 1 whole in every chunk)") == 4
+    want = fn(x)
+    assert f.lower(dx).plan.count(how) == len(want)
     with dask.config.set(scheduler="synchronous"):
         got = dask.compute(out)[0]
-    for g, w in zip(got, orders(x), strict=True):
-        assert g.dtype == w.dtype and g.tobytes() == w.tobytes()
-    with pytest.warns(RechunkWarning):
-        f(da.from_array(x, chunks=(10, 3)))
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape and g.tobytes() == w.tobytes()
 
 
 def test_gathers_along_axes_whole_in_every_chunk_run_chunk_by_chunk():
@@ -242,18 +249,11 @@ def test_gathers_along_axes_whole_in_every_chunk_run_chunk_by_chunk():
         return (x[:, [0, 5, 2]], x[:, i] * 2, x[:, [0, 5, 2], [1, 1, 4]],
                 np.take(x, [4, 0], axis=2))
 
-    f = tj.jit(picks)
     dx = da.from_array(x, chunks=(10, 6, 5))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", RechunkWarning)
-        out = f(dx)
-    assert f.lower(dx).plan.count("chunk by chunk (the indexed axes whole") == 4
+    _chunk_by_chunk(picks, dx, x, "chunk by chunk (the indexed axes whole")
     with dask.config.set(scheduler="synchronous"):
-        got = dask.compute(out)[0]
-        for g, w in zip(got, picks(x), strict=True):
-            assert g.dtype == w.dtype and g.shape == w.shape and g.tobytes() == w.tobytes()
         with pytest.warns(RechunkWarning):
-            split = f(da.from_array(x, chunks=(10, 3, 5)))
+            split = tj.jit(picks)(da.from_array(x, chunks=(10, 3, 5)))
         np.testing.assert_array_equal(split[0].compute(), x[:, [0, 5, 2]])
         with pytest.raises(IndexError):
             tj.jit(lambda x: x[:, [0, 6]])(dx).compute()
