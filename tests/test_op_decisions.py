@@ -143,6 +143,13 @@ DECISIONS: dict[str, Row] = {
                why="LAPACK through NumPy / cuSOLVER through CuPy; the tracer converts integer "
                    "and bool operands to float64 first, so the ops take floats only")
        for op in ("det", "slogdet", "inv", "solve", "cholesky", "qr", "eigh", "svd")},
+    # ------------------------------------------------------------ spectral, complex parts
+    "fft": Row(L, L, why="pocketfft through np.fft on the CPU (NumPy's bits); cuFFT through "
+                         "cupy.fft on the GPU; its result is complex, which neither kernel "
+                         "language has"),
+    **{op: Row(NO, NO, why="complex operands only (sampled in test_complex_parts_are_library_"
+                           "calls): NumPy's view of the part on the CPU, CuPy's on the GPU")
+       for op in ("real", "imag")},
     # ------------------------------------------------------------ structural, indexing
     **{op: Row(L, L, why="a view or a copy: NumPy on the CPU, CuPy on the GPU")
        for op in ("reshape", "transpose", "broadcast_to", "slice", "concatenate", "pad")},
@@ -198,6 +205,7 @@ def sample(op: str, code: str) -> Node | None:
         "correlate": lambda: _node(op, [TensorType((32,), dt), TensorType((5,), dt)],
                                    mode="same"),
         "cumsum": lambda: _node(op, [x], axis=1, dtype=None),
+        "fft": lambda: _node(op, [x], transform="rfft", n=32, axis=1, norm="backward"),
         "cumprod": lambda: _node(op, [x], axis=1, dtype=None),
         "cummax": lambda: _node(op, [x], axis=1),
         "cummin": lambda: _node(op, [x], axis=0),
@@ -317,3 +325,13 @@ def test_small_k_matmul():
         a, b = TensorType((4, k), np.dtype(dt)), TensorType((k, 3), np.dtype(dt))
         assert cpu_fusible(_node("matmul", [a, b])) is want, (dt, k)
         assert cuda_fusible(_node("matmul", [a, b])) is want, (dt, k)
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_complex_parts_are_library_calls(dtype):
+    """real/imag take complex values, which no kernel language has: NumPy's / CuPy's."""
+    z = TensorType((4, 32), np.dtype(dtype))
+    for op in ("real", "imag"):
+        node = _node(op, [z])
+        assert decided("cpu", node) == L, op
+        assert decided("cuda", node) == L, op

@@ -174,6 +174,8 @@ def _written(x, key, value):
 
 I64 = np.array([2, 0, -1], dtype=np.int64)
 SQUARE = np.array([[2.0, 1.0, 0.5], [-1.0, 3.0, 0.25], [0.0, 1.5, 4.0]], dtype=np.float32)
+C64 = F32.astype(np.complex64)  # (F32's specials in both parts, with no arithmetic)
+C64.imag = F32[::-1]
 OP_CASES = {
     "where": (lambda x: np.where(x > 0, x, -1), (F32,)),
     "clip": (lambda x, lo: np.clip(x, lo, np.int32(2)), (F32, np.float64(-0.5))),
@@ -198,6 +200,9 @@ OP_CASES = {
                      (np.array([-1.5, 0.0, 0.5, 2.0, np.nan]), F32)),
     "matmul": (lambda a, b: a @ b, (sample(np.int64, (3, 4)), sample(np.int64, (4, 3)))),
     "correlate": (lambda a, v: np.convolve(a, v, "same"), (sample(np.int32), F32[0])),
+    "fft": (lambda x: np.fft.rfft(x, axis=0, norm="ortho"), (F32,)),
+    "real": (lambda z: np.real(z) * 2, (C64,)),
+    "imag": (lambda z: np.imag(z.astype(np.complex128)), (C64,)),
     "reshape": (lambda x: x.reshape(2, 6), (F32,)),
     "transpose": (lambda x: x.T, (F32,)),
     "broadcast_to": (lambda x: np.broadcast_to(x, (2, 3, 4)), (F32,)),

@@ -99,10 +99,10 @@ class UnsupportedOperation(TracingError, NotImplementedError):
     NotImplementedError.
 
     Example:
-        >>> tj.jit(lambda x: np.fft.fft(x))(np.ones(4))
+        >>> tj.jit(lambda x: np.linalg.eig(x))(np.eye(2))
         Traceback (most recent call last):
             ...
-        tracejit.errors.UnsupportedOperation: numpy.fft.fft is not supported by tracejit...
+        tracejit.errors.UnsupportedOperation: numpy.linalg.eig is not supported by tracejit...
     """
 
 

@@ -13,8 +13,4 @@ EXPECTED_FAILURES: dict[str, str] = {
         "ConcretizationError: bool() (an `if`, `while`, `and`/`or` or `assert` on an array) ...",
     "lcs_length":
         "ConcretizationError: bool() (an `if`, `while`, `and`/`or` or `assert` on an array) ...",
-    "power_spectrum":
-        "UnsupportedOperation: numpy.fft.rfft is not supported by tracejit",
-    "power_spectrum:grad":
-        "UnsupportedOperation: numpy.fft.rfft is not supported by tracejit",
 }

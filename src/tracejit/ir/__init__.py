@@ -1,6 +1,7 @@
 """The SSA IR: values, nodes, graphs, the op registry, verifier and printers."""
 
 from . import (  # noqa: F401  (register every op)
+    fft_ops,
     linalg_ops,
     loop_ops,
     ops,

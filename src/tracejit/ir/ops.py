@@ -198,6 +198,18 @@ def _convert(x, *, dtype):
 
 register("convert", Kind.ELEMENTWISE, _convert_rule, _convert, "ndarray.astype (unsafe cast)")
 
+
+def _part_rule(x: TensorType) -> TensorType:
+    if x.dtype.kind != "c":
+        raise DTypeError(f"real/imag ops take complex values, got {x.dtype} (the tracer "
+                         "returns a real value or zeros itself)")
+    return TensorType(x.shape, np.dtype(f"f{x.dtype.itemsize // 2}"), x.weak)
+
+
+# The parts of a complex value: NumPy returns views of its memory, and so do these.
+register("real", Kind.ELEMENTWISE, _part_rule, np.real, "numpy.real of a complex array")
+register("imag", Kind.ELEMENTWISE, _part_rule, np.imag, "numpy.imag of a complex array")
+
 # ---------------------------------------------------------------- reductions
 
 

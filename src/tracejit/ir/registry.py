@@ -34,6 +34,7 @@ class Kind(enum.Enum):
     REDUCTION = "reduction"
     CONTRACTION = "contraction"
     LINALG = "linalg"  # numpy.linalg factorisations and solvers (ir/linalg_ops.py)
+    SPECTRAL = "spectral"  # numpy.fft's transforms along an axis (ir/fft_ops.py)
     STRUCTURAL = "structural"
     INDEXING = "indexing"
     CREATION = "creation"

@@ -53,8 +53,8 @@ from ..ir.loop_ops import Scan, is_results
 from ..ir.registry import REGISTRY, Exactness, Kind, has_effect
 
 # kinds whose results are stored rather than recomputed (see the module's rule)
-_STORED_KINDS = frozenset({Kind.REDUCTION, Kind.CONTRACTION, Kind.LINALG, Kind.SCAN,
-                           Kind.SORTING, Kind.LOOP})
+_STORED_KINDS = frozenset({Kind.REDUCTION, Kind.CONTRACTION, Kind.LINALG, Kind.SPECTRAL,
+                           Kind.SCAN, Kind.SORTING, Kind.LOOP})
 
 
 def expensive(node: Node) -> bool:

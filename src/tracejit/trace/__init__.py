@@ -6,7 +6,7 @@ import numpy as np
 
 from ..errors import InvalidArgument
 from ..ir import Graph, TensorType
-from . import array_methods, constant_writes, creation, linalg, pytree, random  # noqa: F401
+from . import array_methods, constant_writes, creation, fft, linalg, pytree, random  # noqa: F401
 from .core import Trace, tracing
 from .tracer import Tracer
 from .updates import stores

@@ -16,8 +16,9 @@ branches on values, these functions say what they do instead:
 - ``gradient`` with traced coordinate arrays always uses the non-uniform formulas (NumPy
   reduces evenly spaced coordinates to a scalar step: the same values up to rounding).
 
-Real and complex: ``real``/``imag``/``angle``/``real_if_close`` take real inputs (complex
-tracing is not supported: they raise UnsupportedOperation for a complex tracer).
+Real and complex: ``real``/``imag`` of a complex tracer are the ``real``/``imag`` ops (views,
+as NumPy's), ``angle`` is NumPy's ``arctan2`` of the parts; ``real_if_close`` takes real
+inputs only (its result's dtype would depend on the data).
 """
 
 from __future__ import annotations
@@ -139,21 +140,26 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
 
 @implements(np.real)
 def real(val):
-    _real_only("real", val)
+    if aval(val).dtype.kind == "c":
+        return bind("real", val)
     return val
 
 
 @implements(np.imag)
 def imag(val):
-    _real_only("imag", val)
     t = aval(val)
+    if t.dtype.kind == "c":
+        return bind("imag", val)
     return bind("full", shape=t.shape, dtype=t.dtype, value=0)
 
 
 @implements(np.angle)
 def angle(z, deg=False):
-    _real_only("angle", z)
-    a = _u("arctan2", 0, z)
+    """NumPy's: ``arctan2`` of the imaginary and real parts."""
+    if aval(z).dtype.kind == "c":
+        a = _u("arctan2", imag(z), real(z))
+    else:
+        a = _u("arctan2", 0, z)
     return _u("multiply", a, 180 / np.pi) if deg else a
 
 
@@ -175,13 +181,15 @@ def isrealobj(x):
 
 @implements(np.iscomplex)
 def iscomplex(x):
-    _real_only("iscomplex", x)
+    if aval(x).dtype.kind == "c":
+        return _u("not_equal", imag(x), 0)
     return np.zeros(aval(x).shape, bool)[()]
 
 
 @implements(np.isreal)
 def isreal(x):
-    _real_only("isreal", x)
+    if aval(x).dtype.kind == "c":
+        return _u("equal", imag(x), 0)
     return np.ones(aval(x).shape, bool)[()]
 
 
