@@ -215,6 +215,25 @@ CASES.update({
 })
 
 
+CASES.update({  # complex values between real inputs and outputs (ad/complex_rules.py)
+    "fft": Case(lambda x: np.abs(np.fft.fft(x, axis=0) + 0.5)
+                + np.imag(np.fft.ifft(x, n=5, norm="ortho"))[:, 1:4]
+                + np.real(np.fft.fft2(x * 1j, s=(4, 2)))[:, :1], [ANY], ((4, 3),),
+                ops=("fft", "real", "imag")),
+    "rfft": Case(lambda x: np.abs(np.fft.rfft(x, n=7, norm="forward")) ** 2
+                 + np.real(np.fft.rfft(x, n=5, axis=0)), [ANY], ((3, 4),),
+                 ops=("fft",)),
+    "irfft": Case(lambda x: (np.fft.irfft(x * (1 + 0.5j), n=6)[:, :5]
+                   + np.fft.irfft(np.exp(1j * x), n=5, norm="ortho"))[:, 1:4]
+                  + np.fft.irfft(np.fft.rfft(x, axis=0) * 1j, n=4, axis=0, norm="forward"),
+                  [ANY], ((4, 3),), ops=("fft",)),
+    "complex-parts": Case(lambda x, y: np.real((x + 1j * y) ** 2)
+                          * np.imag(np.conj(x + 2j * y) * (y - 1j))
+                          + np.abs(np.sqrt(x + 1j * y + 3.0) / (y - 4j)), [ANY, ANY],
+                          ops=("real", "imag", "absolute", "conjugate")),
+})
+
+
 def _write_region(x, y):
     """Writes into a buffer of its own (NumPy's in-place semantics, traced as update_slice)."""
     out = x * 1.0

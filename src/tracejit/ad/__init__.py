@@ -359,7 +359,7 @@ def _seeds(trace: Trace, out_leaves, out_tree, cotangent, fn) -> list[tuple[Valu
     seeds = []
     for out, ct in zip(out_leaves, ct_leaves, strict=True):
         v = trace.lift(out)
-        if v.type.dtype.kind != "f":
+        if v.type.dtype.kind not in "fc":
             continue  # integer and boolean outputs carry no cotangent
         c = Tracer(trace.lift(ct), trace)
         if c.shape != v.type.shape:
@@ -446,7 +446,8 @@ def vjp(fn: Callable, *primals: Any, has_aux: bool = False,
 
     ``vjp_fn(cotangent)`` pulls a cotangent of the output (an array per output leaf,
     the output's shapes) back to one per primal: the building block of :func:`grad`
-    for functions with non-scalar outputs. On arrays both the forward call and
+    for functions with non-scalar outputs. A complex output's cotangent follows JAX's
+    convention (``dL/dRe - i dL/dIm``). On arrays both the forward call and
     ``vjp_fn`` are compiled and cached per signature; the backward call recomputes the
     forward pass inside its own graph.
 

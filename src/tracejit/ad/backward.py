@@ -16,6 +16,7 @@ from ..ir import TensorType, Value
 from ..passes.roll import for_gradient
 from ..trace.core import Trace, bind
 from ..trace.tracer import Tracer
+from .complex_rules import COMPLEX_RULES
 from .loop_rules import loop_vjp
 from .rules import NON_DIFFERENTIABLE, VJP, ZERO_GRADIENT
 
@@ -45,6 +46,8 @@ def fit(g: Tracer, t: TensorType) -> Tracer:
     """The cotangent of a value of type ``t``: its shape, and its dtype (a cast's gradient
     is cast back)."""
     g = sum_to(g, t.shape)
+    if g.dtype.kind == "c" and t.dtype.kind != "c":  # a real value's: the real part
+        g = bind("real", g)
     return g if g.dtype == t.dtype else bind("convert", g, dtype=t.dtype)
 
 
@@ -60,6 +63,10 @@ def _active(nodes, wrt: list[Value]) -> set[Value]:
             if any(v in active for v in n.inputs):
                 active.add(n.out)
             continue
+        if n.op == "sign" and any(v in active and v.type.dtype.kind == "c" for v in n.inputs):
+            raise UnsupportedOperation("gradients through np.sign of a complex value "
+                                       "(z / |z|, not piecewise constant) are not supported",
+                                       hint="write z / np.abs(z)", location=n.loc)
         if (n.op in NON_DIFFERENTIABLE or n.op in ZERO_GRADIENT
                 or n.out.type.dtype.kind not in _DIFFERENTIABLE_KINDS):
             continue
@@ -108,10 +115,12 @@ def backward(trace: Trace, start: int, end: int, seeds: list[tuple[Value, Tracer
             i = n.attrs["index"]
             found[i] = g if i not in found else bind("add", found[i], g)
             continue
-        if n.out.type.dtype.kind == "c":
+        if n.op not in COMPLEX_RULES and any(v.type.dtype.kind == "c"
+                                             for v in (n.out, *n.inputs)):
             raise UnsupportedOperation(
-                f"gradients through complex values ({n.op} gives {n.out.type}) are not "
-                "supported", hint="differentiate a real-valued computation", location=n.loc)
+                f"gradients through {n.op} of complex values ({n.out.type}) are not "
+                "supported", hint="differentiate through the real and imaginary parts "
+                "(np.real, np.imag) or np.abs", location=n.loc)
         rule = VJP.get(n.op)
         if rule is None:
             raise UnsupportedOperation(f"no gradient rule for the op {n.op!r}", location=n.loc)

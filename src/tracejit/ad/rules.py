@@ -23,6 +23,7 @@ import numpy as np
 
 from ..ir.signal_ops import padding
 from ..trace.core import bind
+from .complex_rules import COMPLEX_VJP
 from .linalg_rules import LINALG_VJP
 
 # Ops with no cotangent at all: boolean, integer or index results.
@@ -87,6 +88,14 @@ def _as_float(mask, like):
 def _unary(derivative):
     """A rule ``g * derivative(x, ans)``."""
     return lambda g, ans, x: (_mul(g, derivative(x, ans)),)
+
+
+def _absolute_derivative(x, ans):
+    """sign(x); for a complex x, x* / |x| (``complex_rules``' convention), 0 at 0, written
+    without np.sign so that it differentiates again."""
+    if x.dtype.kind != "c":
+        return bind("sign", x)
+    return _div(bind("conjugate", x), _where(bind("equal", ans, 0), 1.0, ans))
 
 
 def _sqrt_rule(g, ans, x):
@@ -434,7 +443,7 @@ VJP = {
     "true_divide": _true_divide_rule,
     "negative": lambda g, ans, x: (_neg(g),),
     "positive": lambda g, ans, x: (g,),
-    "absolute": _unary(lambda x, ans: bind("sign", x)),
+    "absolute": _unary(_absolute_derivative),
     "square": _unary(lambda x, ans: _mul(x, 2.0)),
     "sqrt": _sqrt_rule,
     "cbrt": _cbrt_rule,
@@ -496,6 +505,7 @@ VJP = {
     "constant": lambda g, ans, **attrs: (),  # no inputs: nothing to propagate
     "full": lambda g, ans, **attrs: (),
     **LINALG_VJP,
+    **COMPLEX_VJP,
 }
 
 

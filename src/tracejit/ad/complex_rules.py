@@ -1,0 +1,71 @@
+"""Gradients through complex values: the rules of the ops that make and take them apart
+(``real``, ``imag``, ``fft``) and the ops whose real rules hold for them too.
+
+A gradient's inputs and output are real; complex values live in between (a spectrum, a
+phase). Their cotangents follow JAX's convention: the cotangent of ``z = x + iy`` is
+``dL/dx - i dL/dy``. Under it a holomorphic op keeps its real rule (``g * f'(z)``) and a
+linear op its transpose (no conjugate), so those rules need no change; ``absolute``
+conjugates its sign, ``conjugate`` conjugates ``g``, ``real`` passes ``g`` on, ``imag``
+gives ``-i g``, and a real value's cotangent is the real part of what reaches it (the
+walker's ``fit``). Ops outside ``COMPLEX_RULES`` refuse complex values rather than give a
+gradient computed as if they were real.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..trace.core import bind
+
+# Ops whose rule is right for complex operands (holomorphic or linear, or written for
+# them): the walker refuses a complex value at any other op.
+COMPLEX_RULES = frozenset(
+    "add subtract multiply true_divide negative positive square sqrt reciprocal exp exp2 "
+    "expm1 log log2 log10 log1p sin cos tan sinh cosh tanh power float_power absolute "
+    "conjugate where convert sum prod cumsum cumprod matmul reshape transpose broadcast_to "
+    "slice concatenate pad gather scatter_add update_slice scatter constant full real imag "
+    "fft".split()
+)
+
+_SWAP = {"backward": "forward", "ortho": "ortho", "forward": "backward"}
+
+
+def _to_length(g, length: int, axis: int):
+    """``g`` cut or zero-padded to ``length`` along ``axis``: the transpose of the cut or
+    padding a transform applies to its input."""
+    n = g.shape[axis]
+    if n > length:
+        stops = tuple(length if d == axis else s for d, s in enumerate(g.shape))
+        return bind("slice", g, starts=(0,) * g.ndim, stops=stops, steps=(1,) * g.ndim)
+    if n < length:
+        widths = tuple((0, length - n) if d == axis else (0, 0) for d in range(g.ndim))
+        return bind("pad", g, widths=widths, value=0)
+    return g
+
+
+def _fft_rule(g, ans, x, *, transform, n, axis, norm):
+    """``fft`` and ``ifft`` are symmetric matrices: each is its own transpose. ``rfft``'s
+    transpose is the real part of ``fft`` of the half spectrum padded with zeros; ``irfft``'s
+    is ``rfft`` of ``g`` at the same scale, conjugated, with the bins that stand for two
+    (all but the zero and Nyquist ones) doubled."""
+    m = x.shape[axis]
+    if transform in ("fft", "ifft"):
+        gx = bind("fft", g, transform=transform, n=n, axis=axis, norm=norm)
+    elif transform == "rfft":
+        gx = bind("real", bind("fft", g, transform="fft", n=n, axis=axis, norm=norm))
+    else:
+        half = bind("fft", g, transform="rfft", n=n, axis=axis, norm=_SWAP[norm])
+        weight = np.full(n // 2 + 1, 2.0, dtype=half.dtype.type(0).real.dtype)
+        weight[0] = 1.0
+        if n % 2 == 0:
+            weight[-1] = 1.0
+        weight = weight.reshape([-1 if d == axis else 1 for d in range(g.ndim)])
+        gx = bind("multiply", bind("conjugate", half), weight)
+    return (_to_length(gx, m, axis),)
+
+
+COMPLEX_VJP = {
+    "real": lambda g, ans, z: (g,),  # the walker makes it complex: g + 0i
+    "imag": lambda g, ans, z: (bind("multiply", g, -1j),),
+    "fft": _fft_rule,
+}
