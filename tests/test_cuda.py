@@ -497,3 +497,97 @@ def test_write_programs_on_the_gpu(name, cp):
         test_inplace._assert_same(_to_host(f(*got_args)), want)
         for g, w in zip(got_args, want_args, strict=True):
             test_inplace._assert_same(g, w)
+
+
+SPECTRAL = ("fft", "real", "imag")
+
+
+def _assert_spectral_steps_on_the_gpu(f, *args) -> None:
+    """Every fft, real and imag node of ``f``'s compiled graph runs on the GPU."""
+    graph = f.lower(*args).optimized_graph
+    nodes = [n for n in graph.nodes if n.op in SPECTRAL]
+    assert nodes and all(graph.placement.on_target(n.out) for n in nodes), graph
+
+
+def _assert_spectrum(got, want) -> None:
+    """NumPy's dtype and shape, and its values within rounding: cuFFT factors and sums in
+    another order than pocketfft, so the error is a few ulps of the largest magnitude."""
+    got = host(got)
+    assert (got.dtype, got.shape) == (want.dtype, want.shape)
+    scale = max(1.0, float(np.abs(want).max(initial=0)))
+    np.testing.assert_allclose(got, want, rtol=0, atol=100 * np.finfo(want.dtype).eps * scale)
+
+
+@pytest.mark.parametrize("norm", [None, "ortho", "forward"])
+@pytest.mark.parametrize("real,cplx", [(np.float32, np.complex128), (np.float64, np.complex64)])
+def test_fft_runs_on_the_gpu_as_cufft(cp, norm, real, cplx):
+    """np.fft's four 1-d transforms are cupy.fft calls (cuFFT) on the GPU: along the last
+    axis and axis 0, the input cut or zero-padded to ``n``, in each normalisation, in
+    NumPy 2's dtypes (single precision stays single) and within rounding of its values."""
+    x = RNG.standard_normal((12, 16)).astype(real)
+    z = (RNG.standard_normal((12, 16)) + 1j * RNG.standard_normal((12, 16))).astype(cplx)
+
+    def transforms(x, z):
+        return (np.fft.fft(x, norm=norm), np.fft.fft(z, n=10, axis=0, norm=norm),
+                np.fft.ifft(z, n=21, norm=norm), np.fft.ifft(x, axis=0, norm=norm),
+                np.fft.rfft(x, n=11, norm=norm), np.fft.rfft(x, n=20, axis=0, norm=norm),
+                np.fft.irfft(z, norm=norm), np.fft.irfft(z, n=7, axis=0, norm=norm),
+                np.fft.irfft(x, n=40, norm=norm))
+
+    f = tj.jit(transforms, device="cuda", strict=True)
+    for g, w in zip(f(x, z), transforms(x, z), strict=True):
+        _assert_spectrum(g, w)
+    _assert_spectral_steps_on_the_gpu(f, x, z)
+
+
+def test_fft_compositions_and_complex_parts_on_the_gpu(cp):
+    """fft2, rfftn and irfftn (one cuFFT call per axis), transforms of int32 and bool
+    input (complex128, as NumPy's), of an empty batch, and np.real / np.imag of a spectrum
+    (CuPy's views) run on the GPU. np.abs of a complex spectrum runs on the host (the
+    kernel language has no complex type), with the placement warning: so does the
+    power spectrum's, whose window and square run on the GPU."""
+    x = RNG.standard_normal((6, 8, 10)).astype(np.float32)
+    i = RNG.integers(-9, 9, 16).astype(np.int32)
+    b = RNG.random(16) > 0.5
+
+    def spectra(x, i, b):
+        s = np.fft.fft2(x)
+        r = np.fft.rfftn(x, s=(5, 12), axes=(0, 2))
+        return (s, r, np.fft.irfftn(r, s=(5, 12), axes=(0, 2)), np.real(s), np.imag(r),
+                np.fft.fft(i), np.fft.rfft(b, norm="ortho"), np.fft.irfft(i),
+                np.fft.rfft(x[:0], axis=1))
+
+    def magnitude(x):
+        return np.abs(np.fft.fft2(x)) + np.real(np.fft.fft(x, axis=0)).sum()
+
+    def power(x):
+        return np.abs(np.fft.rfft(x * np.hanning(x.shape[-1]))) ** 2
+
+    f = tj.jit(spectra, device="cuda", strict=True)
+    for g, w in zip(f(x, i, b), spectra(x, i, b), strict=True):
+        _assert_spectrum(g, w)
+    _assert_spectral_steps_on_the_gpu(f, x, i, b)
+    for fn in (magnitude, power):
+        g = tj.jit(fn, device="cuda")
+        with pytest.warns(PlacementWarning, match=r"absolute \(elementwise, complex"):
+            _assert_spectrum(g(x), fn(x))
+        _assert_spectral_steps_on_the_gpu(g, x)
+
+
+def test_irfft_of_float16_runs_on_the_host(cp):
+    """NumPy's irfft keeps float16 where CuPy's returns float32: that transform runs on the
+    host (with the placement warning), in NumPy's dtype; rfft of float16 (complex64 on
+    both) runs on the GPU."""
+    h = RNG.standard_normal(16).astype(np.float16)
+
+    def halves(h):
+        return np.fft.irfft(h), np.fft.rfft(h)
+
+    f = tj.jit(halves, device="cuda")
+    with pytest.warns(PlacementWarning, match=r"op fft \(spectral, float16\)"):
+        got = f(h)
+    for g, w in zip(got, halves(h), strict=True):
+        _assert_spectrum(g, w)
+    graph = f.lower(h).optimized_graph
+    assert [graph.placement.where(n.out) for n in graph.nodes if n.op == "fft"] == \
+        ["cpu", "cuda:0"]

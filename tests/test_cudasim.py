@@ -602,6 +602,57 @@ def test_array_functions():
         cp.asarray(np.array(["a"]))
 
 
+def test_fft_gives_numpys_values_in_cupys_dtypes():
+    """``cupy.fft``'s four 1-d transforms: NumPy's values for every ``n``, ``axis`` and
+    ``norm``; CuPy's casts (irfft of float16 is float32 there, float16 in NumPy); a
+    transform along another axis than the last comes back as a view with the axis swapped
+    back, not C-contiguous, as CuPy returns it; device arrays only."""
+    h = RNG.standard_normal((6, 8))
+    x = cp.asarray(h)
+    for name in ("fft", "ifft", "rfft", "irfft"):
+        for n, axis in ((5, 0), (11, -1)):
+            for norm in (None, "backward", "ortho", "forward"):
+                got = getattr(cp.fft, name)(x, n=n, axis=axis, norm=norm)
+                want = getattr(np.fft, name)(h, n=n, axis=axis, norm=norm)
+                assert isinstance(got, cp.ndarray) and got.dtype == want.dtype
+                np.testing.assert_allclose(got.get(), want, rtol=1e-12, atol=1e-12)
+    assert not cp.fft.fft(x, axis=0).flags.c_contiguous and cp.fft.fft(x).flags.c_contiguous
+    casts = {("e", "irfft"): "f", ("e", "rfft"): "F", ("e", "fft"): "F", ("i", "rfft"): "D",
+             ("?", "irfft"): "d", ("f", "ifft"): "F", ("F", "irfft"): "f", ("l", "fft"): "D"}
+    for (code, name), want in casts.items():
+        got = getattr(cp.fft, name)(cp.asarray(np.ones(4, code))).dtype
+        assert got == np.dtype(want), (code, name, got)
+    with pytest.raises(TypeError, match="device arrays"):
+        cp.fft.fft(h)
+    with pytest.raises(ValueError, match="Invalid norm value"):
+        cp.fft.fft(x, norm="none")
+    with pytest.raises(ValueError, match="Invalid number of FFT data points"):
+        cp.fft.fft(x, n=0)
+    assert not hasattr(cp.fft, "fftn") and not hasattr(cp.fft, "fftshift")
+
+
+def test_real_and_imag_are_views_of_complex_arrays():
+    """``cupy.real`` / ``cupy.imag``: views sharing a complex array's memory (every other
+    float, not C-contiguous); a real array's real part is itself, its imaginary part new
+    zeros; device arrays only."""
+    h = (RNG.standard_normal((3, 4)) + 1j * RNG.standard_normal((3, 4))).astype(np.complex64)
+    z = cp.asarray(h)
+    re, im = cp.real(z), cp.imag(z)
+    assert re.dtype == im.dtype == np.float32 and not re.flags.c_contiguous
+    assert re.data.ptr == z.data.ptr and im.data.ptr == z.data.ptr + 4
+    np.testing.assert_array_equal(re.get(), h.real)
+    np.testing.assert_array_equal(im.get(), h.imag)
+    z[0, 0] = 5 + 6j
+    assert (re.get()[0, 0], im.get()[0, 0]) == (5, 6)
+    r = cp.asarray(h.real.copy())
+    assert cp.real(r) is r
+    zeros = cp.imag(r)
+    assert zeros.dtype == np.float32 and not zeros.get().any() and zeros.data.ptr != r.data.ptr
+    for part in (cp.real, cp.imag):
+        with pytest.raises(TypeError, match="device array"):
+            part(h)
+
+
 def test_installed_puts_the_emulator_in_sys_modules():
     before = sys.modules.get("cupy")
     with cudasim.installed() as mod:

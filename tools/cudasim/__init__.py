@@ -32,7 +32,7 @@ import contextlib
 import sys
 import types
 
-from . import _array, _cuda, _linalg
+from . import _array, _cuda, _fft, _linalg
 from ._array import ndarray
 from ._errors import CompileError, CUDADriverError, CUDARuntimeError, IllegalAddressError
 from ._state import (
@@ -71,15 +71,18 @@ _cuda_module = _module("cupy.cuda", "Emulated cupy.cuda.", Device=_cuda.Device,
                        compiler=_compiler, function=_function)
 _linalg_module = _module("cupy.linalg", "Emulated cupy.linalg (NumPy's LAPACK on the host).",
                          **_linalg.FUNCTIONS)
+_fft_module = _module("cupy.fft", "Emulated cupy.fft (NumPy's pocketfft, CuPy's dtypes).",
+                      **_fft.FUNCTIONS)
 cupy = _module("cupy", "Emulated CuPy (cudasim): the subset tracejit's runner may use.",
                __version__="0+cudasim", ndarray=ndarray, newaxis=None, cuda=_cuda_module,
-               RawModule=_cuda.RawModule, linalg=_linalg_module, **_array.FUNCTIONS)
+               RawModule=_cuda.RawModule, linalg=_linalg_module, fft=_fft_module,
+               **_array.FUNCTIONS)
 cupyx = _module("cupyx", "Emulated cupyx (cudasim).", scatter_add=_array.scatter_add,
                 errstate=_linalg.errstate)
 
 _MODULES = {"cupy": cupy, "cupy.cuda": _cuda_module, "cupy.cuda.runtime": _runtime,
             "cupy.cuda.compiler": _compiler, "cupy.cuda.function": _function,
-            "cupy.linalg": _linalg_module, "cupyx": cupyx}
+            "cupy.linalg": _linalg_module, "cupy.fft": _fft_module, "cupyx": cupyx}
 _saved: list[dict] = []
 
 def install(scheduler: str | None = None, dask: bool = False) -> types.ModuleType:

@@ -512,6 +512,25 @@ def where(condition, x, y) -> ndarray:
                          _operand(y, "where")))
 
 
+def real(val) -> ndarray:
+    """``cupy.real``: a view of a complex array's real parts (sharing its memory, every
+    other element, so not C-contiguous); a real array itself."""
+    if not isinstance(val, ndarray):
+        raise TypeError(f"cudasim: real takes a device array, got {type(val).__name__}")
+    return val._view(val._a.real) if val.dtype.kind == "c" else val
+
+
+def imag(val) -> ndarray:
+    """``cupy.imag``: a view of a complex array's imaginary parts; zeros of a real array's
+    dtype (a new array on the current device) for a real one."""
+    if not isinstance(val, ndarray):
+        raise TypeError(f"cudasim: imag takes a device array, got {type(val).__name__}")
+    if val.dtype.kind == "c":
+        return val._view(val._a.imag)
+    _operand(val, "imag (zeros)")
+    return zeros(val.shape, val.dtype)
+
+
 def take(a, indices, axis=None) -> ndarray:
     return _new(np.take(_operand(a, "take"), _operand(indices, "take"), axis=axis))
 
@@ -559,7 +578,8 @@ DASK = {"take": take, "tensordot": tensordot, "transpose": transpose, "full_like
 DASK_EXTRAS: dict = {}  # DASK while installed with dask=True, else empty
 
 FUNCTIONS = {
-    "isnan": isnan, "where": where, "maximum": _binary_ufunc(np.maximum, "maximum"),
+    "isnan": isnan, "where": where, "real": real, "imag": imag,
+    "maximum": _binary_ufunc(np.maximum, "maximum"),
     "minimum": _binary_ufunc(np.minimum, "minimum"),
     "greater": _binary_ufunc(np.greater, "greater"), "less": _binary_ufunc(np.less, "less"),
     "logical_or": _binary_ufunc(np.logical_or, "logical_or"),

@@ -16,6 +16,14 @@ gathers its windows into a matrix for one cuBLAS product (floats only, as matmul
 absent here, or with dtypes ``supported`` refuses, runs on the CPU (see the placement
 pass).
 
+``fft`` is ``cupy.fft``'s transform of the same name, with the same ``n``, ``axis`` and
+``norm`` (cuFFT): its results are NumPy's within rounding, not its bits, since cuFFT
+factors and sums in its own order. Its dtypes are CuPy's, which are NumPy 2's for every
+input but float16 to ``irfft`` (NumPy keeps float16, CuPy returns float32): that one runs
+on the host. ``real`` and ``imag`` are CuPy's views of a complex array's parts. These three
+are the only steps on complex values: the kernel language has no complex type, so every
+other op on them runs on the host.
+
 The ``numpy.linalg`` ops are ``cupy.linalg`` (cuSOLVER) calls, their several results
 packed into one array as the registry defines them (``ir/linalg_ops.py``). ``inv``,
 ``solve`` and ``cholesky`` run under ``cupyx.errstate(linalg="raise")``, which checks
@@ -133,6 +141,24 @@ def _raising(cupy, numpy_message: str):
         raise np.linalg.LinAlgError(numpy_message) from None
 
 
+def _fft(cupy, x, *, transform, n, axis, norm):
+    return getattr(cupy.fft, transform)(x, n=n, axis=axis, norm=norm)
+
+
+_COMPLEX = {np.dtype(np.complex64), np.dtype(np.complex128)}
+_CUPY_DTYPES = {np.dtype(c) for c in "?bhilqBHILQefdFD"}  # the dtypes of CuPy's arrays
+
+
+def _spectral(node) -> bool:
+    """Whether CuPy computes ``fft``, ``real`` or ``imag`` of ``node``'s input in the IR's
+    dtypes. ``cupy.fft``'s are NumPy 2's (the IR's) for every dtype CuPy arrays hold but
+    float16 to ``irfft``, which CuPy returns as float32 (``cupy/fft/_fft.py``)."""
+    x = node.inputs[0].type.dtype
+    if node.op != "fft":
+        return x in _COMPLEX  # (the IR's real and imag take complex values only)
+    return x in _CUPY_DTYPES and not (node.attrs["transform"] == "irfft" and x == np.float16)
+
+
 def _pack(cupy, batch: tuple[int, ...], *results):
     return cupy.concatenate([r.reshape(batch + (-1,)) for r in results], axis=-1)
 
@@ -234,6 +260,9 @@ TABLE = {
     "argmin": _arg("argmin"),
     "matmul": _matmul,
     "correlate": _correlate,
+    "fft": _fft,
+    "real": lambda cupy, x: cupy.real(x),
+    "imag": lambda cupy, x: cupy.imag(x),
     "reshape": lambda cupy, x, *, shape: x.reshape(shape),
     "transpose": lambda cupy, x, *, perm: x.transpose(perm),
     "broadcast_to": lambda cupy, x, *, shape: cupy.broadcast_to(x, shape),
@@ -260,6 +289,8 @@ def supported(node) -> bool:
         return False
     if node.op == "loop_output":  # a loop's result, where the loop ran
         return True
+    if node.op in ("fft", "real", "imag"):  # complex values, which only these steps take
+        return _spectral(node)
     data = [v.type.dtype for v in (node.inputs[:1] if node.op in ("gather", "scatter_add",
                                                                   "scatter")
                                    else node.inputs)]
