@@ -222,15 +222,17 @@ def test_sorts_along_an_axis_whole_in_every_chunk_run_chunk_by_chunk():
         tj.jit(orders)(da.from_array(x, chunks=(10, 3)))
 
 
-def _chunk_by_chunk(fn, dx, x, how: str) -> None:
+def _chunk_by_chunk(fn, dx, x, how: str, ops: int | None = None) -> None:
     """``fn`` of Dask array ``dx`` (``x``'s chunks) gives no RechunkWarning, its plan says
-    ``how`` for each of its results, and they are NumPy's bits."""
+    ``how`` ``ops`` times (default: once for each of its results), and they are NumPy's
+    bits."""
     f = tj.jit(fn)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RechunkWarning)
         out = f(dx)
     want = fn(x)
-    assert f.lower(dx).plan.count(how) == len(want)
+    plan = f.lower(dx).plan
+    assert plan.count(how) == (ops or len(want)) and "whole arrays" not in plan, plan
     with dask.config.set(scheduler="synchronous"):
         got = dask.compute(out)[0]
     for g, w in zip(got, want, strict=True):
@@ -257,6 +259,73 @@ def test_gathers_along_axes_whole_in_every_chunk_run_chunk_by_chunk():
         np.testing.assert_array_equal(split[0].compute(), x[:, [0, 5, 2]])
         with pytest.raises(IndexError):
             tj.jit(lambda x: x[:, [0, 6]])(dx).compute()
+
+
+def power_spectrum(x):
+    return np.abs(np.fft.rfft(x * np.hanning(x.shape[1]), axis=1)) ** 2
+
+
+def test_a_batch_power_spectrum_runs_chunk_by_chunk(client):
+    """A batch of signals in row chunks: the rfft runs on each chunk (no gathering, no
+    RechunkWarning), its result chunks 33 long for 64 points, with NumPy's bits (the CPU
+    backend's FFT is NumPy's pocketfft); with the signals split across chunks it gathers
+    them, with the warning, and gives the same bits."""
+    x = rng().standard_normal((400, 64))
+    f = tj.jit(power_spectrum)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RechunkWarning)
+        out = f(da.from_array(x, chunks=(100, 64)))
+    plan = f.lower(da.from_array(x, chunks=(100, 64))).plan
+    assert "fft at test_dask.py" in plan and "whole arrays" not in plan, plan
+    assert out.chunks == ((100,) * 4, (33,))
+    with pytest.warns(RechunkWarning, match="fft at test_dask.py"):
+        split = f(da.from_array(x, chunks=(100, 16)))
+    got, got_split = done(client, out, split)
+    want = power_spectrum(x)
+    for g in (got, got_split):
+        assert g.dtype == want.dtype and g.tobytes() == want.tobytes()
+
+
+def spectrum_parts(x):
+    """A spectrum's parts, and complex arithmetic on it before taking one."""
+    s = np.fft.rfft(x)
+    return np.real(s), np.imag(s) * 2, np.real(s * (1 - 2j))
+
+
+# FFTs along axes whole in every chunk: (function, argument, its chunks, fft ops in it).
+FFTS = {
+    "fft, ifft along columns": (
+        lambda x: (np.fft.fft(x, axis=0), np.fft.ifft(x, axis=0, norm="ortho")),
+        rng().standard_normal((30, 12)) + 1j * rng(1).standard_normal((30, 12)), (30, 5), 2),
+    "irfft with n": (
+        lambda s: (np.fft.irfft(s, n=50, axis=1), np.fft.irfft(s, 16, norm="forward")),
+        rng().standard_normal((30, 21)) + 1j * rng(1).standard_normal((30, 21)), (8, 21), 2),
+    "fft2 of float32": (lambda x: (np.fft.fft2(x),), rng().standard_normal(
+        (12, 8, 6)).astype(np.float32), (5, 8, 6), 2),
+    "real and imag": (spectrum_parts, rng().standard_normal((30, 16)), (8, 16), 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FFTS))
+def test_ffts_along_axes_whole_in_every_chunk_run_chunk_by_chunk(name):
+    """Each transform runs on each chunk, its results NumPy's bits and dtypes (complex64
+    from float32); the complex spectrum's parts, and complex arithmetic on it, are a
+    stage after it."""
+    fn, x, chunks, ops = FFTS[name]
+    _chunk_by_chunk(fn, da.from_array(x, chunks=chunks), x, "whole in every chunk)", ops)
+
+
+def test_the_angle_of_a_spectrum_is_a_stage_after_it():
+    """np.angle of an rfft's chunks is arctan2 of its parts in one stage, within the CPU
+    backend's 4 ULP of NumPy (its compiled arctan2 is its own, not NumPy's bits)."""
+    x = rng().standard_normal((30, 16))
+    f = tj.jit(lambda x: np.angle(np.fft.rfft(x)))
+    dx = da.from_array(x, chunks=(8, 16))
+    plan = f.lower(dx).plan
+    assert "chunk by chunk" in plan and "imag, real, arctan2" in plan, plan
+    with dask.config.set(scheduler="synchronous"):
+        got = f(dx).compute()
+    np.testing.assert_array_max_ulp(got, np.angle(np.fft.rfft(x)), maxulp=4)
 
 
 def test_a_whole_axis_op_on_one_chunk_does_not_warn():
@@ -398,7 +467,7 @@ def test_cupy_chunks_run_their_stages_on_the_cuda_backend(monkeypatch):
 # Programs on CuPy chunks: (function, argument shapes, chunks of each). Reductions along a
 # chunked axis and along a whole one, an input chunked two ways, a row softmax, a matmul
 # with an epilogue and one contracted over the chunked axis, Dask's own arg-reductions and
-# cumulative sums, ops that need whole arrays (sorts), int32 data.
+# cumulative sums, ops that need whole arrays (sorts), int32 data, rfft and irfft of rows.
 GPU_CHUNKS = {
     "chain": (chain, [(200, 48), (200, 48)], [(50, 48), (50, 16)]),
     "reductions": (lambda x: (x.sum(axis=0), x.mean(axis=1), x.max(), np.abs(x).min(axis=0)),
@@ -418,6 +487,8 @@ GPU_CHUNKS = {
                     [(50, 24)]),
     "gather": (lambda x: x[::2][:, [0, 5, 2]] * 2 + x[1:, :3].sum(axis=0), [(200, 48)],
                [(50, 24)]),
+    "fft": (lambda x: (*spectrum_parts(x), power_spectrum(x), np.fft.irfft(
+        np.fft.rfft(x) * 2, 48)), [(200, 48)], [(50, 48)]),
 }
 
 

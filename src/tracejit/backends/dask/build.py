@@ -92,8 +92,9 @@ _DASK_OPS = {
 
 
 # Ops whose result along their ``axis`` depends on that axis alone: chunk by chunk where
-# every chunk holds the whole axis, else over whole arrays.
-_ALONG_AN_AXIS = {"sort", "argsort", "partition", "argpartition"}
+# every chunk holds the whole axis, else over whole arrays. (An ``fft``'s length there may
+# change: an ``rfft`` of 64 points gives 33.)
+_ALONG_AN_AXIS = {"sort", "argsort", "partition", "argpartition", "fft"}
 
 
 @dataclass(eq=False)
@@ -417,10 +418,7 @@ class Builder:
                 out, how = None, "one task over whole arrays"
         if node.op in _ALONG_AN_AXIS and not empty and len(arrays[0].chunks[
                 node.attrs["axis"]]) == 1:
-            out = arrays[0].map_blocks(_Whole(REGISTRY[node.op].impl, node.attrs),
-                                       dtype=node.out.type.dtype,
-                                       meta=_meta(arrays, node.out.type.ndim,
-                                                  node.out.type.dtype))
+            out = _along_the_axis(node, arrays[0])
             how = f"chunk by chunk (axis {node.attrs['axis']} whole in every chunk)"
         elif node.op == "gather" and not empty:
             out = _gather_by_chunks(node, arrays)
@@ -452,6 +450,15 @@ class Builder:
         t = node.out.type
         return da.from_delayed(task, shape=t.shape, dtype=t.dtype,
                                meta=_meta(arrays, t.ndim, t.dtype))
+
+
+def _along_the_axis(node: Node, x):
+    """``node`` (an op of ``_ALONG_AN_AXIS``) as one task per chunk of ``x``, whose chunks
+    each hold its axis whole; each result chunk is as long there as the node's result."""
+    axis, t = node.attrs["axis"], node.out.type
+    chunks = x.chunks[:axis] + ((t.shape[axis],),) + x.chunks[axis + 1:]
+    return x.map_blocks(_Whole(REGISTRY[node.op].impl, node.attrs), chunks=chunks,
+                        dtype=t.dtype, meta=_meta([x], t.ndim, t.dtype))
 
 
 def _gather_by_chunks(node: Node, arrays: list):
