@@ -231,6 +231,9 @@ CASES.update({  # complex values between real inputs and outputs (ad/complex_rul
                           * np.imag(np.conj(x + 2j * y) * (y - 1j))
                           + np.abs(np.sqrt(x + 1j * y + 3.0) / (y - 4j)), [ANY, ANY],
                           ops=("real", "imag", "absolute", "conjugate")),
+    "complex-corrcoef": Case(lambda x, y: np.abs(np.corrcoef(x + 1j * y)[0, 1:])
+                             + np.var(y + 1j * x), [ANY, ANY], ((3, 5), (3, 5)),
+                             ops=("complex",)),
 })
 
 

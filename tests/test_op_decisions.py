@@ -150,6 +150,9 @@ DECISIONS: dict[str, Row] = {
     **{op: Row(NO, NO, why="complex operands only (sampled in test_complex_parts_are_library_"
                            "calls): NumPy's view of the part on the CPU, CuPy's on the GPU")
        for op in ("real", "imag")},
+    "complex": Row({"?il": NO, "fd": L}, {"?il": NO, "fd": H},
+                   why="float parts in, a complex value out, which neither kernel language has: "
+                       "NumPy stores the parts on the CPU; a host step under CUDA"),
     # ------------------------------------------------------------ structural, indexing
     **{op: Row(L, L, why="a view or a copy: NumPy on the CPU, CuPy on the GPU")
        for op in ("reshape", "transpose", "broadcast_to", "slice", "concatenate", "pad")},
@@ -206,6 +209,7 @@ def sample(op: str, code: str) -> Node | None:
                                    mode="same"),
         "cumsum": lambda: _node(op, [x], axis=1, dtype=None),
         "fft": lambda: _node(op, [x], transform="rfft", n=32, axis=1, norm="backward"),
+        "complex": lambda: _node(op, [x, x]) if dt.kind == "f" else None,
         "cumprod": lambda: _node(op, [x], axis=1, dtype=None),
         "cummax": lambda: _node(op, [x], axis=1),
         "cummin": lambda: _node(op, [x], axis=0),

@@ -203,6 +203,7 @@ OP_CASES = {
     "fft": (lambda x: np.fft.rfft(x, axis=0, norm="ortho"), (F32,)),
     "real": (lambda z: np.real(z) * 2, (C64,)),
     "imag": (lambda z: np.imag(z.astype(np.complex128)), (C64,)),
+    "complex": (lambda z: np.round(z, 1), (C64,)),
     "reshape": (lambda x: x.reshape(2, 6), (F32,)),
     "transpose": (lambda x: x.T, (F32,)),
     "broadcast_to": (lambda x: np.broadcast_to(x, (2, 3, 4)), (F32,)),

@@ -1,5 +1,5 @@
 """Gradients through complex values: the rules of the ops that make and take them apart
-(``real``, ``imag``, ``fft``) and the ops whose real rules hold for them too.
+(``real``, ``imag``, ``complex``, ``fft``) and the ops whose real rules hold for them too.
 
 A gradient's inputs and output are real; complex values live in between (a spectrum, a
 phase). Their cotangents follow JAX's convention: the cotangent of ``z = x + iy`` is
@@ -24,7 +24,7 @@ COMPLEX_RULES = frozenset(
     "expm1 log log2 log10 log1p sin cos tan sinh cosh tanh power float_power absolute "
     "conjugate where convert sum prod cumsum cumprod matmul reshape transpose broadcast_to "
     "slice concatenate pad gather scatter_add update_slice scatter constant full real imag "
-    "fft".split()
+    "complex fft".split()
 )
 
 _SWAP = {"backward": "forward", "ortho": "ortho", "forward": "backward"}
@@ -68,4 +68,6 @@ COMPLEX_VJP = {
     "real": lambda g, ans, z: (g,),  # the walker makes it complex: g + 0i
     "imag": lambda g, ans, z: (bind("multiply", g, -1j),),
     "fft": _fft_rule,
+    # z = re + i im: dL/dre = Re(g), dL/dim = -Im(g)
+    "complex": lambda g, ans, re, im: (bind("real", g), bind("negative", bind("imag", g))),
 }

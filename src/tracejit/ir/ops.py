@@ -210,6 +210,27 @@ def _part_rule(x: TensorType) -> TensorType:
 register("real", Kind.ELEMENTWISE, _part_rule, np.real, "numpy.real of a complex array")
 register("imag", Kind.ELEMENTWISE, _part_rule, np.imag, "numpy.imag of a complex array")
 
+
+def _complex_rule(re: TensorType, im: TensorType) -> TensorType:
+    if re.dtype != im.dtype or re.dtype not in (np.float32, np.float64):
+        raise DTypeError(f"complex: parts of dtypes {re.dtype} and {im.dtype} (the tracer "
+                         "gives both parts one float dtype)")
+    return TensorType(broadcast_shapes(re, im), np.result_type(re.dtype, np.complex64))
+
+
+def _complex(re, im):
+    """The parts stored as they are: ``re + 1j * im`` would turn a -0.0 real part into 0.0
+    and an infinite imaginary part into a NaN real one."""
+    re, im = np.broadcast_arrays(re, im)
+    out = np.empty(re.shape, np.result_type(re.dtype, np.complex64))
+    out.real, out.imag = re, im
+    return out
+
+
+# A complex value from its parts (NumPy rounds a complex array part by part, for one).
+register("complex", Kind.ELEMENTWISE, _complex_rule, _complex,
+         "a complex array from its real and imaginary parts, each stored as it is")
+
 # ---------------------------------------------------------------- reductions
 
 

@@ -559,7 +559,11 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
     n = _count(t, axis)
     centre = _divide_keep_dtype(sum(a, axis, dtype, None, True), n)
     dev = bind("subtract", a, centre)
-    sq = bind("multiply", dev, dev)
+    if aval(dev).dtype.kind == "c":  # NumPy's: |dev|^2 as re*re + im*im, a real value
+        re, im = bind("real", dev), bind("imag", dev)
+        sq = bind("add", bind("multiply", re, re), bind("multiply", im, im))
+    else:
+        sq = bind("multiply", dev, dev)
     return _scalar_result(_divide_keep_dtype(sum(sq, axis, dtype, None, keepdims),
                                              builtins.max(n - ddof, 0)))
 
@@ -1196,6 +1200,9 @@ def clip(a, a_min=_NO, a_max=_NO, out=None, *, min=_NO, max=_NO):
 def around(a, decimals=0, out=None):
     t = aval(a)
     decimals = int(decimals)
+    if t.dtype.kind == "c":  # NumPy rounds each part
+        parts = (around(bind(part, a), decimals) for part in ("real", "imag"))
+        return bind("complex", *parts)
     if t.dtype.kind in "iu":
         if decimals >= 0:
             return a

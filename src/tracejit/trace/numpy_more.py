@@ -415,7 +415,11 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
     avg = _divide_keep_dtype(sum(arr, axis, dtype, None, True), cnt)
     dev = astype(_u("subtract", arr, avg), aval(arr).dtype)
     dev = _where(mask, _const(0, aval(dev).dtype), dev)
-    total = sum(_u("multiply", dev, dev), axis, dtype, None, keepdims)
+    if aval(dev).dtype.kind == "c":  # NumPy's: (dev * conj(dev)).real
+        sqr = real(_u("multiply", dev, _u("conjugate", dev)))
+    else:
+        sqr = _u("multiply", dev, dev)
+    total = sum(sqr, axis, dtype, None, keepdims)
     if aval(total).ndim < aval(cnt).ndim:
         cnt = reshape(cnt, aval(total).shape)
     dof = _u("subtract", cnt, ddof)
@@ -1099,6 +1103,8 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
     else:
         with np.errstate(divide="ignore"):
             scale = np.true_divide(1, fact)  # a float64 scalar, as NumPy multiplies by
+    if aval(X_T).dtype.kind == "c":  # NumPy's: X times X_T's conjugate
+        X_T = _u("conjugate", X_T)
     c = _u("multiply", FUNCTIONS[np.dot][0](X, X_T), scale)
     return FUNCTIONS[np.squeeze][0](astype(c, aval(X).dtype))
 
@@ -1108,9 +1114,11 @@ def corrcoef(x, y=None, rowvar=True, *, dtype=None):
     c = cov(x, y, rowvar, dtype=dtype)
     if aval(c).ndim != 2:
         return _u("true_divide", c, c)
-    stddev = _u("sqrt", diag(c))
+    stddev = _u("sqrt", real(diag(c)))
     c = _u("true_divide", c, reshape(stddev, (-1, 1)))
     c = _u("true_divide", c, reshape(stddev, (1, -1)))
+    if aval(c).dtype.kind == "c":  # NumPy clips each part
+        return bind("complex", *(FUNCTIONS[np.clip][0](part(c), -1, 1) for part in (real, imag)))
     return FUNCTIONS[np.clip][0](c, -1, 1)
 
 
