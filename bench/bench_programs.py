@@ -10,8 +10,9 @@ of sorts and cumulative sums (library calls on large arrays: ``np.sort`` was a s
 argsort and a gather, 2.4x NumPy's time), robust statistics (median, MAD and quantiles:
 a stable sort where NumPy partitions, 0.1x NumPy's speed), a random walk's drawdowns
 (``np.maximum.accumulate``, ``np.histogram``, ``np.isin``), moving averages and running
-extremes from cumulative sums (scans, which kernels now fuse), plus two programs where
-fusion should win. Each is the cached call, best of 7 repeats taken in turn with NumPy's,
+extremes from cumulative sums (scans, which kernels now fuse), power spectra (``np.fft``
+and complex values, NumPy calls between kernels), plus two programs where fusion should
+win. Each is the cached call, best of 7 repeats taken in turn with NumPy's,
 checked against NumPy's result first. The ratio is NumPy's time over tracejit's: below
 1.00x means tracejit is slower.
 """
@@ -84,6 +85,14 @@ def moving_stats(x):
     return np.maximum.accumulate(avg) - avg, np.minimum.accumulate(x).min(), avg.max()
 
 
+def power_spectra(x):
+    """Welch's method, as NumPy code writes it: windowed rows, their rfft, the mean power
+    in decibels."""
+    w = np.hanning(x.shape[1])
+    spectrum = np.abs(np.fft.rfft(x * w, axis=1)) ** 2
+    return 10 * np.log10(spectrum.mean(axis=0) / np.sum(w**2) + 1e-12)
+
+
 def residual(A, x):
     r = A @ x - 1.0
     return np.sqrt(np.sum(r * r))
@@ -95,6 +104,8 @@ PROGRAMS = [
     ("norm(A @ x - 1), A 4000x5000 float64", residual, (A, X5000)),
     ("2000-step scalar loop, tanh of a 2000x2000 diagonal", scalar_loop, (SQUARE,)),
     ("row-wise Gaussian sum, 4M float32", gaussian_rows, (CHAIN,)),
+    ("power spectra of 1024 windowed rows (rfft), 1024x1024 float64", power_spectra,
+     (RNG.random((1024, 1024)),)),
     ("sorts and cumulative sums, 4M float64", sorts_and_sums, (CHAIN.astype(np.float64),)),
     ("median, MAD and quantile clipping, 4M float64", robust_scale,
      (CHAIN.astype(np.float64),)),

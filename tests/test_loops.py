@@ -463,11 +463,18 @@ def test_grad_loop_without_float_inputs(backend):
                + L.while_loop(lambda c: c < 5, lambda c: c + 2, 0), 1.5, backend=backend)
 
 
-def test_grad_through_a_complex_carry_is_refused():
-    """As outside loops: an error, not a gradient silently dropped at the complex carry."""
-    raises_here(UnsupportedOperation, tj.grad(lambda w: lax.scan(
+def test_grad_through_a_complex_carry(backend):
+    """Complex carries differentiate as complex values do outside loops (JAX's cotangent
+    convention, ad/complex_rules.py); a complex max in the body is refused, as outside."""
+    check_grad(lambda L, w: L.scan(
         lambda c, x: ((c[0] * (w + 1j), c[1] + np.abs(c[0])), None), (1 + 0j, 0.0), None,
-        length=3)[0][1]), 0.5, match="complex values")
+        length=3)[0][1], 0.5, backend=backend)
+    check_grad(lambda L, w: np.abs(L.scan(
+        lambda c, x: (c * np.exp(1j * w * x) + x, np.real(c)), 1 + 0j, np.arange(4.0))[1]).sum(),
+        0.5, backend=backend)
+    raises_here(UnsupportedOperation, tj.grad(lambda w: lax.scan(
+        lambda c, x: (np.maximum(c * (w + 1j), 1j), None), 1 + 0j, None, length=3)[0].real),
+        0.5, match="maximum of complex")
     # a complex carry that does not depend on w is no obstacle
     check_grad(lambda L, w: L.scan(lambda c, x: ((c[0] * w, c[1] * 1j), None),
                                    (1.0, 1 + 0j), None, length=3)[0][0], 0.5,
