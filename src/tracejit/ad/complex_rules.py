@@ -45,23 +45,31 @@ def _to_length(g, length: int, axis: int):
 
 def _fft_rule(g, ans, x, *, transform, n, axis, norm):
     """``fft`` and ``ifft`` are symmetric matrices: each is its own transpose. ``rfft``'s
-    transpose is the real part of ``fft`` of the half spectrum padded with zeros; ``irfft``'s
-    is ``rfft`` of ``g`` at the same scale, conjugated, with the bins that stand for two
-    (all but the zero and Nyquist ones) doubled."""
+    transpose is the real part of ``fft`` of the half spectrum padded with zeros, which is
+    ``irfft`` at the same scale of its conjugate with the bins that stand for two (all but
+    the zero and Nyquist ones) halved; ``irfft``'s is ``rfft`` of ``g`` at the same scale,
+    conjugated, with those bins doubled."""
     m = x.shape[axis]
     if transform in ("fft", "ifft"):
         gx = bind("fft", g, transform=transform, n=n, axis=axis, norm=norm)
-    elif transform == "rfft":
-        gx = bind("real", bind("fft", g, transform="fft", n=n, axis=axis, norm=norm))
+    elif transform == "rfft":  # irfft adds each bin that stands for two twice: halve them
+        half = bind("multiply", bind("conjugate", g), _bins(n, axis, g, 0.5))
+        gx = bind("fft", half, transform="irfft", n=n, axis=axis, norm=_SWAP[norm])
     else:
         half = bind("fft", g, transform="rfft", n=n, axis=axis, norm=_SWAP[norm])
-        weight = np.full(n // 2 + 1, 2.0, dtype=half.dtype.type(0).real.dtype)
-        weight[0] = 1.0
-        if n % 2 == 0:
-            weight[-1] = 1.0
-        weight = weight.reshape([-1 if d == axis else 1 for d in range(g.ndim)])
-        gx = bind("multiply", bind("conjugate", half), weight)
+        gx = bind("multiply", bind("conjugate", half), _bins(n, axis, g, 2.0))
     return (_to_length(gx, m, axis),)
+
+
+def _bins(n: int, axis: int, like, factor: float) -> np.ndarray:
+    """``factor`` at the bins of an n-point half spectrum that stand for two (all but the
+    zero and, for even n, the Nyquist bin), 1 at those, shaped to broadcast along
+    ``axis`` of ``like``, in the real dtype of ``like``'s precision."""
+    weight = np.full(n // 2 + 1, factor, dtype=np.finfo(like.dtype).dtype)
+    weight[0] = 1.0
+    if n % 2 == 0:
+        weight[-1] = 1.0
+    return weight.reshape([-1 if d == axis else 1 for d in range(like.ndim)])
 
 
 COMPLEX_VJP = {

@@ -90,12 +90,13 @@ def _unary(derivative):
     return lambda g, ans, x: (_mul(g, derivative(x, ans)),)
 
 
-def _absolute_derivative(x, ans):
-    """sign(x); for a complex x, x* / |x| (``complex_rules``' convention), 0 at 0, written
-    without np.sign so that it differentiates again."""
+def _absolute_rule(g, ans, x):
+    """g * sign(x); for a complex x, g / |x| * x* (``complex_rules``' convention), 0 at 0,
+    written without np.sign so that it differentiates again, and with the division on the
+    real values (one kernel) rather than on the complex ones."""
     if x.dtype.kind != "c":
-        return bind("sign", x)
-    return _div(bind("conjugate", x), _where(bind("equal", ans, 0), 1.0, ans))
+        return (_mul(g, bind("sign", x)),)
+    return (_mul(_div(g, _where(bind("equal", ans, 0), 1.0, ans)), bind("conjugate", x)),)
 
 
 def _sqrt_rule(g, ans, x):
@@ -443,7 +444,7 @@ VJP = {
     "true_divide": _true_divide_rule,
     "negative": lambda g, ans, x: (_neg(g),),
     "positive": lambda g, ans, x: (g,),
-    "absolute": _unary(_absolute_derivative),
+    "absolute": _absolute_rule,
     "square": _unary(lambda x, ans: _mul(x, 2.0)),
     "sqrt": _sqrt_rule,
     "cbrt": _cbrt_rule,
