@@ -255,3 +255,39 @@ def test_repeated_axes_transform_twice(backend):
     x = np.random.default_rng(7).normal(size=(3, 5))
     fn = lambda x: np.fft.fftn(x, axes=(1, 1))  # noqa: E731
     assert_same(tj.jit(fn, backend=backend)(x), fn(x), _tol(backend, fn(x)))
+
+
+def test_transforms_in_loops(backend):
+    """An rfft in a Python loop (rolled into one scan) and an fft/ifft pair in a lax.scan
+    body: NumPy's values, and gradients through both against finite differences."""
+    from tracejit import lax
+
+    x = np.random.default_rng(8).normal(size=(6, 16))
+
+    def rolled(x):
+        acc = np.zeros(9)
+        for i in range(x.shape[0]):
+            acc = acc + np.abs(np.fft.rfft(x[i] * 0.5)) ** 2
+        return acc
+
+    def body(c, row):
+        s = np.fft.fft(row + c)
+        return c * 0.25 + np.fft.ifft(s).real.mean(), np.abs(s)
+
+    def scanned(x):
+        c, ys = lax.scan(body, np.zeros(16), x)
+        return ys.sum() + c.sum()
+
+    def scanned_numpy(x):
+        c, total = np.zeros(16), 0.0
+        for row in x:
+            c, y = body(c, row)
+            total += y.sum()
+        return total + c.sum()
+
+    assert tj.jit(rolled, backend=backend).lower(x).optimized_ir.count("= scan(") == 1
+    assert_same(tj.jit(rolled, backend=backend)(x), rolled(x), _tol(backend, rolled(x)))
+    for fn, plain in ((lambda x: rolled(x).sum(), lambda x: rolled(x).sum()),
+                      (scanned, scanned_numpy)):
+        got = tj.grad(fn, backend=backend)(x)
+        np.testing.assert_allclose(got, numeric_grad(plain, [x])[0], rtol=1e-6, atol=1e-7)
