@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ir.fft_ops import SWAPPED
 from ..trace.core import bind
 
 # Ops whose rule is right for complex operands (holomorphic or linear, or written for
@@ -26,9 +27,6 @@ COMPLEX_RULES = frozenset(
     "slice concatenate pad gather scatter_add update_slice scatter constant full real imag "
     "complex fft".split()
 )
-
-_SWAP = {"backward": "forward", "ortho": "ortho", "forward": "backward"}
-
 
 def _to_length(g, length: int, axis: int):
     """``g`` cut or zero-padded to ``length`` along ``axis``: the transpose of the cut or
@@ -54,16 +52,16 @@ def _fft_rule(g, ans, x, *, transform, n, axis, norm):
         gx = bind("fft", g, transform=transform, n=n, axis=axis, norm=norm)
     elif transform == "rfft":  # irfft adds each bin that stands for two twice: halve them
         half = bind("multiply", bind("conjugate", g), _bins(n, axis, g, 0.5))
-        gx = bind("fft", half, transform="irfft", n=n, axis=axis, norm=_SWAP[norm])
+        gx = bind("fft", half, transform="irfft", n=n, axis=axis, norm=SWAPPED[norm])
     else:
-        half = bind("fft", g, transform="rfft", n=n, axis=axis, norm=_SWAP[norm])
+        half = bind("fft", g, transform="rfft", n=n, axis=axis, norm=SWAPPED[norm])
         gx = bind("multiply", bind("conjugate", half), _bins(n, axis, g, 2.0))
     return (_to_length(gx, m, axis),)
 
 
 def _bins(n: int, axis: int, like, factor: float) -> np.ndarray:
-    """``factor`` at the bins of an n-point half spectrum that stand for two (all but the
-    zero and, for even n, the Nyquist bin), 1 at those, shaped to broadcast along
+    """``factor`` at the bins of an n-point half spectrum that stand for two, 1 at the
+    others (the zero bin and, for even n, the Nyquist bin), shaped to broadcast along
     ``axis`` of ``like``, in the real dtype of ``like``'s precision."""
     weight = np.full(n // 2 + 1, factor, dtype=np.finfo(like.dtype).dtype)
     weight[0] = 1.0

@@ -24,6 +24,9 @@ from .types import TensorType
 
 TRANSFORMS = ("fft", "ifft", "rfft", "irfft")
 NORMS = ("backward", "ortho", "forward")
+# The normalisation that scales the opposite direction as ``norm`` scales this one
+# (NumPy's ``_swap_direction``: hfft/ihfft, and the transforms' transposes).
+SWAPPED = {"backward": "forward", "ortho": "ortho", "forward": "backward"}
 _SINGLE = frozenset({np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.complex64)})
 _EXTENDED = frozenset({np.dtype(np.longdouble), np.dtype(np.clongdouble)})
 

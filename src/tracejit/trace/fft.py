@@ -17,54 +17,49 @@ import warnings
 
 import numpy as np
 
-from ..errors import ShapeError
-from ..ir.fft_ops import check_norm
+from ..errors import AxisError, ShapeError
+from ..ir.fft_ops import SWAPPED, TRANSFORMS, check_norm
 from ..ir.ops import normalize_axis
+from ..ir.registry import REGISTRY
 from .core import bind
 from .numpy_api import _writes_out, aval, implements, roll
 from .ordering import as_array
-
-_SWAP = {"backward": "forward", "ortho": "ortho", "forward": "backward"}
 
 
 def _transform(transform: str, a, n, axis, norm):
     """One ``fft`` op; ``n`` None is the input's length (``irfft``: ``2 * (m - 1)``)."""
     a = as_array(a)
     t = aval(a)
-    axis = normalize_axis(operator.index(axis), t.ndim) if t.ndim else \
-        normalize_axis(operator.index(axis), 1)  # (NumPy's IndexError for a 0-d input)
+    if t.ndim == 0:  # (NumPy's IndexError)
+        raise AxisError(f"axis {axis} is out of bounds for array of dimension 0",
+                        hint="transform an array of at least one dimension")
+    axis = normalize_axis(operator.index(axis), t.ndim)
     if n is None:
         n = 2 * (t.shape[axis] - 1) if transform == "irfft" else t.shape[axis]
-    return bind("fft", a, transform=transform, n=operator.index(n), axis=axis,
-                norm=check_norm(norm))
+    attrs = {"transform": transform, "n": operator.index(n), "axis": axis,
+             "norm": check_norm(norm)}
+    if transform == "irfft" and t.shape[axis] == 0:  # all zero padding: zeros (NumPy's
+        out = REGISTRY["fft"].rule(t, **attrs)  # pocketfft reads uninitialised memory)
+        return bind("full", shape=out.shape, dtype=out.dtype, value=0)
+    return bind("fft", a, **attrs)
 
 
-@implements(np.fft.fft)
-@_writes_out("same_kind")
-def fft(a, n=None, axis=-1, norm=None, out=None):
-    return _transform("fft", a, n, axis, norm)
+def _one_axis(transform: str):
+    """``np.fft.<transform>(a, n, axis, norm, out)``: one ``fft`` op."""
+    def one(a, n=None, axis=-1, norm=None, out=None):
+        return _transform(transform, a, n, axis, norm)
+
+    one.__name__ = one.__qualname__ = transform
+    one.__doc__ = f"NumPy's ``np.fft.{transform}``: one ``fft`` op."
+    return implements(getattr(np.fft, transform))(_writes_out("same_kind")(one))
 
 
-@implements(np.fft.ifft)
-@_writes_out("same_kind")
-def ifft(a, n=None, axis=-1, norm=None, out=None):
-    return _transform("ifft", a, n, axis, norm)
-
-
-@implements(np.fft.rfft)
-@_writes_out("same_kind")
-def rfft(a, n=None, axis=-1, norm=None, out=None):
-    return _transform("rfft", a, n, axis, norm)
-
-
-@implements(np.fft.irfft)
-@_writes_out("same_kind")
-def irfft(a, n=None, axis=-1, norm=None, out=None):
-    return _transform("irfft", a, n, axis, norm)
+for _name in TRANSFORMS:
+    _one_axis(_name)
 
 
 def _swapped(norm) -> str:
-    return _SWAP[check_norm(norm)] if norm is not None else "forward"
+    return SWAPPED[check_norm(norm)] if norm is not None else "forward"
 
 
 @implements(np.fft.hfft)
