@@ -15,7 +15,9 @@ import warnings
 
 import numpy as np
 import pytest
-from numpy_compare import assert_same
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from numpy_compare import assert_same, builtin_error
 
 import tracejit as tj
 from tracejit.errors import DTypeError, UnsupportedOperation
@@ -36,6 +38,7 @@ FUNCTIONS = {
     "round": lambda z: np.round(z * 10, 1),
     "round-negative": lambda z: np.round(z * 100, -1),
     "mean": lambda z: np.mean(z, axis=1, keepdims=True),
+    "mean-of-3": lambda z: np.mean(z[:3]) + np.mean(z[:, :3], axis=1),  # (1/3 rounds)
     "sum": lambda z: z.sum(axis=0),
     "prod": lambda z: np.prod(z, axis=1),
     "cumsum": lambda z: np.cumsum(z, axis=1),
@@ -116,3 +119,45 @@ def test_refusals_are_typed():
                       (lambda z: np.searchsorted(z[0], z[1]), DTypeError)):
         with pytest.raises(error):
             tj.jit(fn, backend="reference")(z)
+
+
+STATISTICS = {
+    "var": lambda z, axis: np.var(z, axis=axis),
+    "std": lambda z, axis: np.std(z, axis=axis, ddof=1),
+    "nanvar": lambda z, axis: np.nanvar(z, axis=axis),
+    "mean": lambda z, axis: np.mean(z, axis=axis),
+    "cov": lambda z, axis: np.cov(z, rowvar=axis != 0),
+    "corrcoef": lambda z, axis: np.corrcoef(z, rowvar=axis != 0),
+    "round": lambda z, axis: np.round(z * 7, 1),
+}
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_drawn_statistics(data, backend):
+    """NumPy's complex branches on drawn shapes (square, size 1, size 0 among them, where
+    an axis mix-up or a missing conjugate shows), axes and dtypes, with the inexact result
+    flowing into one more step; NumPy's error class where NumPy raises."""
+    side = data.draw(st.sampled_from([1, 2, 3, 5]))
+    shape = tuple(data.draw(st.sampled_from([side, side, 0, 1, 4]))
+                  for _ in range(data.draw(st.integers(1, 2))))
+    axis = data.draw(st.sampled_from([None] + list(range(-len(shape), len(shape)))))
+    name = data.draw(st.sampled_from(sorted(STATISTICS)))
+    dtype = data.draw(st.sampled_from(["complex64", "complex128"]))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    z = (rng.normal(size=shape) + 1j * rng.normal(size=shape)).astype(dtype)
+
+    def fn(z):
+        return STATISTICS[name](z, axis) * 1.5 + 0.25
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # empty slices, ddof >= size
+        try:
+            want = fn(z)
+        except Exception as e:
+            with pytest.raises(builtin_error(e)):
+                tj.jit(fn, backend=backend)(z)
+            return
+        got = tj.jit(fn, backend=backend)(z)
+    assert_same(got, want, None if backend == "reference" else 10.0)

@@ -531,7 +531,12 @@ def _count(t: TensorType, axis) -> int:
 
 
 def _divide_keep_dtype(total, count):
-    """NumPy's ``true_divide(total, count, out=total, casting='unsafe')``."""
+    """NumPy's ``true_divide(total, count, out=total, casting='unsafe')``. NumPy's count is
+    an ``np.intp``, so a complex64 total divides in complex128 (a complex division is a
+    product with a reciprocal, whose complex64 rounding differs; for floats a division in
+    float64 rounds back to the same float32 or float16)."""
+    if isinstance(count, int) and aval(total).dtype.kind == "c":
+        count = np.intp(count)
     return astype(bind("true_divide", total, count), total.dtype)
 
 
