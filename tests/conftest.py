@@ -18,6 +18,10 @@ from pathlib import Path
 # Tests use small arrays to exercise the kernels: compile every kernel, however small
 # (test_first_call.py checks the default policy in processes of its own).
 os.environ.setdefault("TRACEJIT_MIN_KERNEL_SIZE", "0")
+# A sync first call waits for its kernels, as tests check them, rather than starting on the
+# prebuilt programs (with the same bits) while workers compile them in the background:
+# test_prebuilt.py turns them on, and checks their bits against the kernels'.
+os.environ.setdefault("TRACEJIT_PREBUILT", "0")
 
 import numpy as np  # noqa: E402
 import pytest
@@ -28,6 +32,7 @@ import tracejit
 # (the environment alone is not enough: `-W ignore::tracejit.errors.PlacementWarning`, as
 # the GPU runs pass, makes pytest import tracejit before this file runs)
 tracejit.config.min_kernel_size = int(os.environ["TRACEJIT_MIN_KERNEL_SIZE"])
+tracejit.config.prebuilt = os.environ["TRACEJIT_PREBUILT"]
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 # Hypothesis draws the same examples on every run by default, so that CI's verdict on a

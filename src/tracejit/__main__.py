@@ -1,6 +1,7 @@
 """``python -m tracejit``: a real workload end to end, with what ran where and how long.
 ``python -m tracejit cache [list|prune|clear]`` shows or empties the CPU backend's disk
-cache instead.
+cache instead; ``python -m tracejit prebuild [DIR]`` builds the prebuilt kernels (which the
+install builds), where the library is missing or no longer current.
 
 The workload is the two-moons network from the Theano GPU tutorial (5000 points, 2 -> 1000
 tanh -> 2 softmax, float32), written in plain NumPy: its loss and accuracy, then a
@@ -138,21 +139,37 @@ def cache_command(action: str) -> None:
           f"({cap_text}, TRACEJIT_CACHE_MAX)")
 
 
+def prebuild_command(directory: str | None) -> None:
+    """``python -m tracejit prebuild``: compile the prebuilt kernels unless they are current."""
+    from tracejit.backends.cpu import prebuilt
+
+    start = time.perf_counter()
+    library = prebuilt.build(directory)
+    print(f"tracejit prebuilt kernels: {library} ({time.perf_counter() - start:.1f} s)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m tracejit", description=__doc__)
     parser.add_argument("--backend", action="append", choices=tracejit.available_backends(),
                         help="backend(s) to run (default: all)")
     parser.add_argument("--show", action="store_true",
                         help="print the optimised IR / generated source")
-    commands = parser.add_subparsers(dest="command", metavar="cache",
+    commands = parser.add_subparsers(dest="command", metavar="cache | prebuild",
                                      help="without one, run the demo workload")
     cache = commands.add_parser("cache", help="show, prune or clear the CPU disk cache")
     cache.add_argument("action", nargs="?", choices=("list", "prune", "clear"),
                        default="list", help="list entries (default), evict least recently "
                        "used ones down to TRACEJIT_CACHE_MAX, or remove them all")
+    prebuild = commands.add_parser("prebuild", help="build the prebuilt kernels first calls "
+                                   "run on (the install builds them)")
+    prebuild.add_argument("directory", nargs="?", default=None,
+                          help="where (default: _prebuilt beside the package)")
     args = parser.parse_args()
     if args.command == "cache":
         cache_command(args.action)
+        return
+    if args.command == "prebuild":
+        prebuild_command(args.directory)
         return
 
     rng = np.random.default_rng(0)

@@ -40,6 +40,10 @@ class Settings:
         compile_workers: Processes that compile kernels; 0 compiles in the calling
             process, one kernel after another. From ``TRACEJIT_COMPILE_WORKERS``;
             default one per core, at most 4, and 0 on a single core.
+        prebuilt: A new signature's first calls may run its elementwise kernels on
+            the prebuilt kernels (``backends/cpu/prebuilt.py``), with the same bits, while
+            the compile workers build its own; off, they wait for them. From
+            ``TRACEJIT_PREBUILT`` (``1``/``0``); default on.
         roll_loops: A Python loop traced into repeated copies of its body is rolled
             back into one loop op (``passes/roll.py``); off, the copies stay as they
             were traced. From ``TRACEJIT_ROLL_LOOPS`` (``1``/``0``); default on.
@@ -68,6 +72,7 @@ class Settings:
         self.min_kernel_size = _read("TRACEJIT_MIN_KERNEL_SIZE", 4096, _count)
         self.compile_workers = _read("TRACEJIT_COMPILE_WORKERS", _default_workers(), _count)
         self.roll_loops = _read("TRACEJIT_ROLL_LOOPS", True, _flag)
+        self.prebuilt = _read("TRACEJIT_PREBUILT", True, _flag)
 
     def __setattr__(self, name: str, value) -> None:
         check = _CHECKS.get(name)
@@ -84,7 +89,7 @@ class Settings:
     def __repr__(self) -> str:
         return (f"tracejit.config(compile={self.compile!r}, min_kernel_size="
                 f"{self.min_kernel_size}, compile_workers={self.compile_workers}, "
-                f"roll_loops={self.roll_loops})")
+                f"roll_loops={self.roll_loops}, prebuilt={self.prebuilt})")
 
 
 def compile_mode(value) -> str:
@@ -114,7 +119,7 @@ def _flag(value) -> bool:
 
 
 _CHECKS = {"compile": compile_mode, "min_kernel_size": _count, "compile_workers": _count,
-           "roll_loops": _flag}
+           "roll_loops": _flag, "prebuilt": _flag}
 
 
 def cores() -> int:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ...config import config
 from ...errors import (
     IndexOutOfBounds,
     InvalidValue,
@@ -28,7 +29,7 @@ from ...errors import (
 )
 from ...ir import Graph, Node
 from ..base import DiskCacheInfo, PlannedStep, Runner, ignore, planned
-from . import blas, native
+from . import blas, native, prebuilt
 from . import kernels as store
 from .kernels import stats as stats
 
@@ -75,10 +76,49 @@ def compile(graph: Graph, profile: bool = False) -> Runner:
     """The runner of ``graph``: its kernels compiled by Numba, loaded from the disk cache,
     or compiled before in this process (``runner.disk_cache`` counts which, ``Kernels``);
     ``runner.faster`` compiles the small exact kernels it runs as NumPy calls."""
-    runner = _runner(graph, profile, None)
-    if not profile:
-        runner.faster = _later(graph, True)
+    if profile:
+        return _runner(graph, True, None)
+    from .codegen import generate
+
+    code = generate(graph, loop_step=_loop_step)
+    early = _on_programs(graph, code)
+    if early is not None:
+        return early
+    runner = _runner(graph, False, None, code=code)
+    runner.faster = _later(graph, True)
     return runner
+
+
+def _on_programs(graph: Graph, code: Generated) -> Runner | None:
+    """The runner of ``graph`` on prebuilt programs (``programs_runner``: the kernels'
+    bits), its ``faster`` the runner of its own kernels, which the workers compile
+    meanwhile; None where that is off, some kernel cannot be a program, none is missing,
+    or no worker can compile them (``compile`` then waits for its kernels, or loads them).
+    """
+    if not config.prebuilt or not store.workers_available():
+        return None
+    runner = programs_runner(graph, code)
+    if runner is None:
+        return None
+    runner.faster = _later(graph, False, code)
+    return runner if runner.faster is not None else None
+
+
+def programs_runner(graph: Graph, code: Generated | None = None) -> Runner | None:
+    """The runner of ``graph`` (``code``: its code, if generated) with every loop kernel
+    run as a prebuilt program (``prebuilt.py``), or None where one cannot be (or there is
+    no current prebuilt library)."""
+    from .codegen import generate
+
+    if code is None:
+        code = generate(graph, loop_step=_loop_step)
+    if code.loops or not code.kernels or prebuilt.machines() is None:
+        return None
+    programs = [None if make is None else make() for make in code.programs]
+    if None in programs:
+        return None
+    return _runner(graph, False, (programs, store.Kernels(prebuilt=len(programs))),
+                   code=code, parallel=prebuilt.parallel)
 
 
 def compile_later(graph: Graph) -> Future[Runner] | None:
@@ -96,16 +136,19 @@ def _straight(graph: Graph) -> Graph:
     return wrap_runs(graph)
 
 
-def _later(graph: Graph, faster: bool) -> Future[Runner] | None:
+def _later(graph: Graph, faster: bool, code: Generated | None = None) -> Future[Runner] | None:
     """A future of the runner of ``graph`` (``faster``: of its later runner, with the
     small exact kernels compiled; see ``codegen.partition``) whose missing kernels the
     workers compile; None where there is nothing to wait for or no worker to do it, and
-    for ``faster`` where the later runner is the first."""
+    for ``faster`` where the later runner is the first. ``code``: the first runner's code,
+    where the caller generated it already."""
     from .codegen import generate, improves_later
 
     if faster and not improves_later(graph) and _straight(graph) is graph:
         return None
-    code = generate(_straight(graph) if faster else graph, later=faster, loop_step=_loop_step)
+    if code is None:
+        code = generate(_straight(graph) if faster else graph, later=faster,
+                        loop_step=_loop_step)
     sources = _with_loops(code)
     later = store.get_later(sources)
     if later is None and faster and store.workers_available():  # all compiled: bind now
@@ -156,7 +199,7 @@ def _forward(source: Future[Runner] | None, target: Future[Runner | None]) -> No
 
 def _runner(graph: Graph, profile: bool, compiled: tuple[list, DiskCacheInfo] | None,
             later: bool = False, in_loop: bool = False,
-            code: Generated | None = None) -> Runner:
+            code: Generated | None = None, parallel=native.parallel) -> Runner:
     """The runner of ``graph`` (its ``later`` runner: see ``codegen.partition``), binding
     ``compiled`` (the kernels and their disk-cache entry) when a runner of the same graph
     made them already, else compiling or loading them; ``in_loop``: of a loop's body graph
@@ -164,7 +207,8 @@ def _runner(graph: Graph, profile: bool, compiled: tuple[list, DiskCacheInfo] | 
     ``record(step, start, seconds)`` from its namespace after each step. ``code``: the
     code ``compiled`` was compiled from, where the caller generated it (a background
     compile: generated again when the kernels are ready, a setting changed meanwhile,
-    ``min_kernel_size``, would make other kernels than those compiled)."""
+    ``min_kernel_size``, would make other kernels than those compiled). ``parallel``: what
+    launches a kernel on libgomp's team (``prebuilt.parallel`` for programs)."""
     from .codegen import generate
 
     if code is None:
@@ -181,13 +225,14 @@ def _runner(graph: Graph, profile: bool, compiled: tuple[list, DiskCacheInfo] | 
     # (its loops' kernels come too, and are left to the loops: see _with_loops)
     kernels, disk = compiled if compiled is not None else store.get(_with_loops(code))
     kernels = kernels[:len(code.kernels)]
-    namespace = dict(code.namespace, located=located, operand=_operand, parallel=native.parallel,
+    namespace = dict(code.namespace, located=located, operand=_operand, parallel=parallel,
                      clock=time.perf_counter, record=ignore)
     namespace.update(zip(code.kernel_names, kernels, strict=True))
     filename = f"<tracejit cpu runner: {graph.name} {id(code):x}>"
     linecache.cache[filename] = (len(code.runner), None, code.runner.splitlines(True), filename)
     exec(builtins.compile(code.runner, filename, "exec"), namespace)
-    remake = None if profile else lambda: _runner(graph, True, (kernels, disk), later)
+    remake = None if profile else lambda: _runner(graph, True, (kernels, disk), later,
+                                                  parallel=parallel)
     return Runner(namespace["run"], namespace["steps"], disk, namespace, remake)
 
 

@@ -109,6 +109,58 @@ def dim(typingctx, args, j, d):
     return types.uint64(args, j, d), codegen
 
 
+def _item(builder, args, index):
+    """The address of the object ``args[index]``, ``index`` a run-time 64-bit integer (the
+    prebuilt kernels read a program's operands by number)."""
+    return _load(builder, builder.add(args, builder.add(_WORD(TUPLE_ITEMS),
+                                                        builder.mul(index, _WORD(8)))))
+
+
+def _item_field(builder, args, index, offset: int):
+    """The 64-bit field at ``offset`` of the object ``args[index]`` (a run-time index)."""
+    return _load(builder, builder.add(_item(builder, args, index), _WORD(offset)))
+
+
+@intrinsic
+def arg_at(typingctx, args, j, dtype):
+    """``arg(args, j, dtype)`` for a run-time ``j`` (an unsigned 64-bit integer)."""
+    if not isinstance(j, types.Integer):
+        return None
+    ty = dtype.dtype
+
+    def codegen(context, builder, signature, llargs):
+        data = _item_field(builder, llargs[0], llargs[1], ARRAY_DATA)
+        return builder.inttoptr(data, context.get_value_type(types.CPointer(ty)))
+
+    return types.CPointer(ty)(args, j, dtype), codegen
+
+
+@intrinsic
+def value_at(typingctx, args, j):
+    """``value(args, j)`` for a run-time ``j``."""
+    if not isinstance(j, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, llargs):
+        address = builder.add(_item(builder, llargs[0], llargs[1]), _WORD(FLOAT_VALUE))
+        return builder.load(builder.inttoptr(address, ir.DoubleType().as_pointer()))
+
+    return types.float64(args, j), codegen
+
+
+@intrinsic
+def dim_at(typingctx, args, j, d):
+    """``dim(args, j, d)`` for a run-time ``j`` and ``d``."""
+    if not (isinstance(j, types.Integer) and isinstance(d, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, llargs):
+        dims = _item_field(builder, llargs[0], llargs[1], ARRAY_DIMENSIONS)
+        return _load(builder, builder.add(dims, builder.mul(llargs[2], _WORD(8))))
+
+    return types.uint64(args, j, d), codegen
+
+
 @intrinsic
 def view(typingctx, pointer, shape):
     """``carray(pointer, shape)``: the C-contiguous array of ``shape`` (a tuple of integers)

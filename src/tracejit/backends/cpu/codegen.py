@@ -84,6 +84,8 @@ class Generated:
     title: str
     notes: list[str]
     loops: list = field(default_factory=list)  # the CompiledLoop of each loop step
+    # per kernel, a call making its prebuilt program or None (``prebuilt.program``)
+    programs: list = field(default_factory=list)
 
     @property
     def source(self) -> str:
@@ -290,7 +292,8 @@ def generate(graph: Graph, profile: bool = False, later: bool = False,
     loops = [mod.namespace[f"lib{i}"] for i, k in enumerate(kernels)
              if k.kind == "library" and k.nodes[0].op in LOOP_OPS] if loop_step else []
     return Generated(mod.kernels, "\n".join(runner) + "\n", mod.namespace, mod.kernel_names,
-                     f"# tracejit CPU backend: {graph.name}\n", mod.notes, loops)
+                     f"# tracejit CPU backend: {graph.name}\n", mod.notes, loops,
+                     mod.programs)
 
 
 def run_steps(graph: Graph, kernels: list[Kernel]) -> tuple[dict[Value, Node], list[Kernel]]:

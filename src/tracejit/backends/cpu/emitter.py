@@ -32,6 +32,7 @@ extents stay literals, for constant strides and vector loops.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -41,6 +42,7 @@ from ...ir import Graph, Node, Value
 from ...ir.registry import REGISTRY, loop_dtypes, monoid_of
 from ...passes.fusion import LOOP_REDUCTIONS, LOOP_SCANS, Kernel, needed, phases
 from ..language import Const, Operand
+from . import prebuilt
 from .ops import MATH, NUMBA
 
 PARALLEL_MIN_SIZE = 1 << 17  # below this, a thread launch costs more than it saves
@@ -72,6 +74,8 @@ class Module:
         self.kernels: list[str] = []  # the loop kernels' module sources, in step order
         self.kernel_names: list[str] = []  # the runner's names for them
         self.notes: list[str] = []  # per kernel, where it comes from (not compiled)
+        # per kernel, a call making its prebuilt program (``prebuilt.program``), or None
+        self.programs: list[Callable[[], prebuilt.Program | None] | None] = []
         self.namespace: dict = {"np": np}
         self.consts: dict[Value, object] = {
             n.out: n.attrs["value"] for n in graph.nodes if n.op == "constant"}
@@ -378,6 +382,9 @@ class LoopEmitter:
             src.append("    t, nt = thread_id(), num_threads()  # each thread takes a share")
         self.mod.kernels.append("\n".join(src + loops) + "\n")
         self.mod.kernel_names.append(f"kernel{k}")
+        self.mod.programs.append(None if kern.reductions or kern.scans else functools.partial(
+            prebuilt.program, kern, list(self.params), dict(self.ref), self.mod.views,
+            self.mod.consts))
         self.mod.notes.append(f"# kernel{k} ({self.where}), compiled as `kernel` from:")
         body.extend(f"step = {k}; {line}" for line in self.pre)
         launch = f"parallel(kernel{k}, args)" if self.parallel else f"kernel{k}(id(args))"

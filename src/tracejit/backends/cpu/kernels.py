@@ -31,12 +31,16 @@ class Kernels:
     reused: int = 0
     directory: Path | None = None
     in_workers: int = 0  # of ``compiled``, how many the compile workers did
+    prebuilt: int = 0  # kernels run as prebuilt programs until they are compiled
 
     def describe(self) -> str:
         n = lambda count: f"{count} kernel{'s' if count != 1 else ''}"
         reused = f", {self.reused} reused" if self.reused else ""
         if self.in_workers:
             reused += f"; {self.in_workers} compiled by the workers"
+        if self.prebuilt:
+            return (f"{n(self.prebuilt)} on prebuilt programs until the workers compile "
+                    f"{'them' if self.prebuilt != 1 else 'it'}")
         if self.directory is not None and self.compiled:
             return f"disk cache miss ({n(self.compiled)} compiled, {self.loaded} loaded{reused})"
         if self.directory is not None and self.loaded:
@@ -48,7 +52,7 @@ class Kernels:
         return "no kernels"
 
     def add(self, other: Kernels) -> None:
-        for field in ("compiled", "loaded", "reused", "in_workers"):
+        for field in ("compiled", "loaded", "reused", "in_workers", "prebuilt"):
             setattr(self, field, getattr(self, field) + getattr(other, field))
 
 

@@ -155,8 +155,12 @@ def _median(times: list[float]) -> float:
 def parallel(kernel, args: tuple) -> None:
     """Run ``kernel`` on libgomp's team, or after a pause on this thread where that
     measured faster for it (``Launches``); the caller keeps ``args`` alive."""
+    launch(_by_launcher.get(kernel, kernel), args)
+
+
+def launch(kernel, args: tuple) -> None:
+    """``parallel`` for the ctypes function ``kernel`` (with its ``launches``)."""
     global _last_end
-    kernel = _by_launcher.get(kernel, kernel)
     start = perf_counter()
     if start - _last_end < PAUSE_S:
         configure().GOMP_parallel(kernel, id(args), 0, 0)
