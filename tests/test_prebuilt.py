@@ -328,6 +328,18 @@ def test_what_cannot_be_a_program_waits_for_its_kernels(programs_on):
     assert any("1 kernel compiled" in m for m in messages), messages
 
 
+def test_only_a_first_call_of_jit_runs_programs(programs_on):
+    """``jit`` switches from an interim runner to its ``faster`` one; other callers of the
+    backend (a Dask stage, ``check=True``'s steps) keep the runner they get, so they get
+    compiled kernels."""
+    x = np.ones(64)
+    graph = tj.jit(chain).lower(x, x).optimized_graph
+    assert cpu.compile(graph).disk_cache.prebuilt == 0
+    assert cpu.compile(graph, interim=True).disk_cache.prebuilt == 0  # compiled just now
+    other = tj.jit(lambda x: np.exp(x) * 3.0).lower(x).optimized_graph
+    assert cpu.compile(other, interim=True).disk_cache.prebuilt == 1
+
+
 def test_without_workers_a_first_call_waits_for_its_kernels(programs_on, monkeypatch):
     monkeypatch.setattr(tj.config, "compile_workers", 0)
     tj.jit(chain)(np.ones(64), np.ones(64))

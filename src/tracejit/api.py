@@ -763,7 +763,7 @@ class JitFunction(Dispatcher):
             if later is not None:
                 run = get_backend("reference").compile(optimized)  # until `later` is done
             elif not self._check or chunked:
-                run = backend.compile(optimized)
+                run = backend.compile(optimized, interim=True)
         except Exception as e:
             if stage == "tracing" and not isinstance(e, IRError) or not _ours(e):
                 raise  # the user's function failed, or a typed error about its code

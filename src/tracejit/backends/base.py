@@ -118,8 +118,10 @@ class Backend(Protocol):
     exact: bool
     passes: tuple[Callable[[Graph], Graph], ...]
 
-    def compile(self, graph: Graph, profile: bool = False) -> Runner:
-        """The runner of ``graph``; with ``profile`` it reports each step's time."""
+    def compile(self, graph: Graph, profile: bool = False, interim: bool = False) -> Runner:
+        """The runner of ``graph``; with ``profile`` it reports each step's time. With
+        ``interim`` (``jit``'s first call, which switches to ``runner.faster`` when that is
+        done) it may be a runner giving the same bits sooner, its own still compiling."""
 
     def compile_later(self, graph: Graph) -> Future[Runner] | None:
         """The runner of ``graph`` as a future, compiled without holding up the caller (in

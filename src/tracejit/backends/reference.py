@@ -51,9 +51,10 @@ def planned_steps(graph: Graph) -> tuple[Graph, list[PlannedStep]]:
     return graph, [PlannedStep(f"node{k}", "node", (n,)) for k, n in enumerate(graph.nodes)]
 
 
-def compile(graph: Graph, profile: bool = False) -> Runner:
+def compile(graph: Graph, profile: bool = False, interim: bool = False) -> Runner:
     """The runner of ``graph``; its steps are the nodes. With ``profile`` each node is
-    timed and reported to ``record(step, start, seconds)`` looked up in ``runner.namespace``."""
+    timed and reported to ``record(step, start, seconds)`` looked up in ``runner.namespace``.
+    (Nothing compiles: ``interim`` changes nothing.)"""
     namespace = {"record": ignore}
     slots = {v: i for i, v in enumerate(graph.inputs)}
     program = []

@@ -72,16 +72,18 @@ def planned_steps(graph: Graph) -> tuple[Graph, list[PlannedStep]]:
     return graph, planned(run_steps(graph, kernels)[1])
 
 
-def compile(graph: Graph, profile: bool = False) -> Runner:
+def compile(graph: Graph, profile: bool = False, interim: bool = False) -> Runner:
     """The runner of ``graph``: its kernels compiled by Numba, loaded from the disk cache,
     or compiled before in this process (``runner.disk_cache`` counts which, ``Kernels``);
-    ``runner.faster`` compiles the small exact kernels it runs as NumPy calls."""
+    ``runner.faster`` compiles the small exact kernels it runs as NumPy calls. With
+    ``interim`` (the caller switches to ``runner.faster``), it may run its kernels as
+    prebuilt programs while the workers compile them (``_on_programs``)."""
     if profile:
         return _runner(graph, True, None)
     from .codegen import generate
 
     code = generate(graph, loop_step=_loop_step)
-    early = _on_programs(graph, code)
+    early = _on_programs(graph, code) if interim else None
     if early is not None:
         return early
     runner = _runner(graph, False, None, code=code)

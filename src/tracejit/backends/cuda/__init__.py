@@ -160,8 +160,9 @@ def _raw_module(cupy, src: str, index: int, kernels: list[str]):
         return mod
 
 
-def compile(graph: Graph, profile: bool = False) -> Runner:
-    """The runner of a placed graph (see ``backends/base.py``)."""
+def compile(graph: Graph, profile: bool = False, interim: bool = False) -> Runner:
+    """The runner of a placed graph (see ``backends/base.py``; no interim runner: NVRTC
+    compiles a kernel in milliseconds)."""
     return _runner(graph, profile, None)
 
 

@@ -29,7 +29,7 @@ class DaskBackend:
     exact = False  # partial results are combined in Dask's order, not NumPy's pairwise one
     passes = ()
 
-    def compile(self, graph: Graph, profile: bool = False) -> Runner:
+    def compile(self, graph: Graph, profile: bool = False, interim: bool = False) -> Runner:
         from .build import Builder
 
         def run(*leaves) -> list:
