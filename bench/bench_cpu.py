@@ -274,8 +274,24 @@ def main() -> None:
         write_section("bench-cpu", "CPU", text)
 
 
+def cpu_model() -> str:
+    """The CPU's model name and its widest vector extension (timings differ by host: the
+    project's machines have been AVX-512 and AVX2 ones)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            first = f.read().split("\n\n")[0]
+    except OSError:
+        return platform.processor() or "unknown CPU"
+    fields = {k.strip(): v for k, v in (line.split(":", 1) for line in first.splitlines()
+                                        if ":" in line)}
+    flags = fields.get("flags", "").split()
+    vector = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "SSE"
+    return f"{fields.get('model name', '?').strip()} ({vector})"
+
+
 def machine_line() -> str:
-    return (f"Measured {datetime.date.today()} on {platform.machine()}, {os.cpu_count()} cores, "
+    return (f"Measured {datetime.date.today()} on {platform.machine()} {cpu_model()}, "
+            f"{os.cpu_count()} cores, "
             f"Python {platform.python_version()}, NumPy {np.__version__}, tracejit "
             f"{tj.__version__}" + (f", JAX {jax.__version__}" if jax else "")
             + (f", numexpr {ne.__version__}" if ne else "") + ".")

@@ -9,7 +9,8 @@ typed pointer to the data of array ``j`` of the argument tuple, which the kernel
 ``view`` (Numba's ``carray``, lighter to compile) or dereferences (0-d).
 ``value(args, j)`` is the float64 value of item ``j``, a Python float (the runner passes
 weakly typed scalars as ``float(x)``: a tenth of a microsecond less than a 0-d array).
-``dim(args, j, d)`` is that array's extent ``d``, as an unsigned 64-bit value: a kernel
+``dim(args, j, d)`` is that array's extent ``d``, as an unsigned 64-bit value (``j`` and
+``d`` are literals in a generated kernel, run-time values in a prebuilt one): a kernel
 takes its outer extent at run time (one compiled kernel serves every batch size), its
 inner extents are literals (constant strides, vector loops). ``stack(n, dtype)`` is a
 pointer to ``n`` elements of stack memory (per-thread scratch that LLVM keeps in
@@ -59,21 +60,36 @@ def _load(builder, address):
     return builder.load(builder.inttoptr(address, _WORD.as_pointer()))
 
 
-def _array_field(builder, args, index: int, offset: int):
-    """The 64-bit field at ``offset`` of the array object ``args[index]`` (``args``: the
-    argument tuple's address)."""
-    item = _load(builder, builder.add(args, _WORD(TUPLE_ITEMS + 8 * index)))
-    return _load(builder, builder.add(item, _WORD(offset)))
+def _word(builder, ty, value):
+    """An index argument of integer type ``ty`` as a 64-bit value: a literal's constant (a
+    generated kernel's argument numbers), or the run-time value (the prebuilt kernels read
+    a program's operands by number)."""
+    if isinstance(ty, types.IntegerLiteral):
+        return _WORD(ty.literal_value)
+    return value if ty.bitwidth == 64 else builder.zext(value, _WORD)
+
+
+def _item(builder, args, index):
+    """The address of the object ``args[index]`` (``args``: the argument tuple's address;
+    ``index``: a 64-bit value)."""
+    return _load(builder, builder.add(args, builder.add(_WORD(TUPLE_ITEMS),
+                                                        builder.mul(index, _WORD(8)))))
+
+
+def _array_field(builder, args, index, offset: int):
+    """The 64-bit field at ``offset`` of the array object ``args[index]``."""
+    return _load(builder, builder.add(_item(builder, args, index), _WORD(offset)))
 
 
 @intrinsic
 def arg(typingctx, args, j, dtype):
     """``(T*) ((PyArrayObject *) PyTuple_GET_ITEM(args, j))->data``"""
-    if not isinstance(j, types.IntegerLiteral):
+    if not isinstance(j, types.Integer):
         return None
-    index, ty = j.literal_value, dtype.dtype
+    ty = dtype.dtype
 
     def codegen(context, builder, signature, llargs):
+        index = _word(builder, signature.args[1], llargs[1])
         data = _array_field(builder, llargs[0], index, ARRAY_DATA)
         return builder.inttoptr(data, context.get_value_type(types.CPointer(ty)))
 
@@ -83,12 +99,11 @@ def arg(typingctx, args, j, dtype):
 @intrinsic
 def value(typingctx, args, j):
     """``PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(args, j))``"""
-    if not isinstance(j, types.IntegerLiteral):
+    if not isinstance(j, types.Integer):
         return None
-    index = j.literal_value
 
     def codegen(context, builder, signature, llargs):
-        item = _load(builder, builder.add(llargs[0], _WORD(TUPLE_ITEMS + 8 * index)))
+        item = _item(builder, llargs[0], _word(builder, signature.args[1], llargs[1]))
         address = builder.add(item, _WORD(FLOAT_VALUE))
         return builder.load(builder.inttoptr(address, ir.DoubleType().as_pointer()))
 
@@ -98,65 +113,14 @@ def value(typingctx, args, j):
 @intrinsic
 def dim(typingctx, args, j, d):
     """``(uint64) ((PyArrayObject *) PyTuple_GET_ITEM(args, j))->dimensions[d]``"""
-    if not (isinstance(j, types.IntegerLiteral) and isinstance(d, types.IntegerLiteral)):
-        return None
-    index, axis = j.literal_value, d.literal_value
-
-    def codegen(context, builder, signature, llargs):
-        dims = _array_field(builder, llargs[0], index, ARRAY_DIMENSIONS)
-        return _load(builder, builder.add(dims, _WORD(8 * axis)))
-
-    return types.uint64(args, j, d), codegen
-
-
-def _item(builder, args, index):
-    """The address of the object ``args[index]``, ``index`` a run-time 64-bit integer (the
-    prebuilt kernels read a program's operands by number)."""
-    return _load(builder, builder.add(args, builder.add(_WORD(TUPLE_ITEMS),
-                                                        builder.mul(index, _WORD(8)))))
-
-
-def _item_field(builder, args, index, offset: int):
-    """The 64-bit field at ``offset`` of the object ``args[index]`` (a run-time index)."""
-    return _load(builder, builder.add(_item(builder, args, index), _WORD(offset)))
-
-
-@intrinsic
-def arg_at(typingctx, args, j, dtype):
-    """``arg(args, j, dtype)`` for a run-time ``j`` (an unsigned 64-bit integer)."""
-    if not isinstance(j, types.Integer):
-        return None
-    ty = dtype.dtype
-
-    def codegen(context, builder, signature, llargs):
-        data = _item_field(builder, llargs[0], llargs[1], ARRAY_DATA)
-        return builder.inttoptr(data, context.get_value_type(types.CPointer(ty)))
-
-    return types.CPointer(ty)(args, j, dtype), codegen
-
-
-@intrinsic
-def value_at(typingctx, args, j):
-    """``value(args, j)`` for a run-time ``j``."""
-    if not isinstance(j, types.Integer):
-        return None
-
-    def codegen(context, builder, signature, llargs):
-        address = builder.add(_item(builder, llargs[0], llargs[1]), _WORD(FLOAT_VALUE))
-        return builder.load(builder.inttoptr(address, ir.DoubleType().as_pointer()))
-
-    return types.float64(args, j), codegen
-
-
-@intrinsic
-def dim_at(typingctx, args, j, d):
-    """``dim(args, j, d)`` for a run-time ``j`` and ``d``."""
     if not (isinstance(j, types.Integer) and isinstance(d, types.Integer)):
         return None
 
     def codegen(context, builder, signature, llargs):
-        dims = _item_field(builder, llargs[0], llargs[1], ARRAY_DIMENSIONS)
-        return _load(builder, builder.add(dims, builder.mul(llargs[2], _WORD(8))))
+        index = _word(builder, signature.args[1], llargs[1])
+        dims = _array_field(builder, llargs[0], index, ARRAY_DIMENSIONS)
+        axis = _word(builder, signature.args[2], llargs[2])
+        return _load(builder, builder.add(dims, builder.mul(axis, _WORD(8))))
 
     return types.uint64(args, j, d), codegen
 
