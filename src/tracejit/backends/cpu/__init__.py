@@ -114,9 +114,9 @@ def programs_runner(graph: Graph, code: Generated | None = None) -> Runner | Non
 
     if code is None:
         code = generate(graph, loop_step=_loop_step)
-    if code.loops or not code.kernels or prebuilt.machines() is None:
-        return None
-    programs = [None if make is None else make() for make in code.programs]
+    if code.loops or not code.kernels or None in code.programs or prebuilt.machines() is None:
+        return None  # (a kernel with a reduction, say, before the library's first load)
+    programs = [make() for make in code.programs]
     if None in programs:
         return None
     return _runner(graph, False, (programs, store.Kernels(prebuilt=len(programs))),
