@@ -61,17 +61,19 @@ def _load(builder, address):
 
 
 def _word(builder, ty, value):
-    """An index argument of integer type ``ty`` as a 64-bit value: a literal's constant (a
-    generated kernel's argument numbers), or the run-time value (the prebuilt kernels read
-    a program's operands by number)."""
+    """An index argument of integer type ``ty``: a literal's int (a generated kernel's
+    argument numbers, as constant offsets), or its run-time value as 64 bits (the prebuilt
+    kernels read a program's operands by number)."""
     if isinstance(ty, types.IntegerLiteral):
-        return _WORD(ty.literal_value)
+        return ty.literal_value
     return value if ty.bitwidth == 64 else builder.zext(value, _WORD)
 
 
 def _item(builder, args, index):
     """The address of the object ``args[index]`` (``args``: the argument tuple's address;
-    ``index``: a 64-bit value)."""
+    ``index``: a Python int or a 64-bit value)."""
+    if isinstance(index, int):
+        return _load(builder, builder.add(args, _WORD(TUPLE_ITEMS + 8 * index)))
     return _load(builder, builder.add(args, builder.add(_WORD(TUPLE_ITEMS),
                                                         builder.mul(index, _WORD(8)))))
 
@@ -120,7 +122,8 @@ def dim(typingctx, args, j, d):
         index = _word(builder, signature.args[1], llargs[1])
         dims = _array_field(builder, llargs[0], index, ARRAY_DIMENSIONS)
         axis = _word(builder, signature.args[2], llargs[2])
-        return _load(builder, builder.add(dims, builder.mul(axis, _WORD(8))))
+        offset = _WORD(8 * axis) if isinstance(axis, int) else builder.mul(axis, _WORD(8))
+        return _load(builder, builder.add(dims, offset))
 
     return types.uint64(args, j, d), codegen
 
