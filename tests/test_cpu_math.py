@@ -61,7 +61,10 @@ def test_loop_vectorises_without_libm_calls(name, dtype):
     ulp_report.run(loop, args)
     ir = loop.inspect_llvm(loop.signatures[0])
     widths = [int(w) for w in re.findall(r"<(\d+) x (?:float|double)>", ir)]
-    assert widths and max(widths) >= (8 if dtype == "float32" else 4), "loop not vectorised"
+    # lanes of a 256-bit register (AVX2; AVX-512 has twice as many) in the dtype the
+    # function computes in: float32's erf, power and trig work in double (math.py)
+    lanes = 4 if dtype == "float64" or name in ("sin", "cos", "tan", "erf", "power") else 8
+    assert widths and max(widths) >= lanes, "loop not vectorised"
     libm = re.findall(r"call [^@]*@(?!llvm\.|NRT_|Py)(\w*(?:exp|log|sin|cos|tan|pow|erf)\w*)", ir)
     assert not libm, f"scalar library calls left in the loop: {libm}"
 

@@ -142,10 +142,11 @@ OPS = list(prebuilt.OPS)
 @st.composite
 def chains(draw):
     """A chain of up to 8 steps over arrays, a trailing tile, a 0-d array, a Python float
-    and constants, on shapes with equal and size-1 dimensions, every step's result
+    and constants, on shapes with equal, size-1 and size-0 dimensions, every step's result
     flowing on."""
     dtype = draw(st.sampled_from(FLOATS))
-    rows, cols = draw(st.sampled_from([(1, 1), (3, 3), (5, 1), (1, 7), (4, 300), (17, 17)]))
+    rows, cols = draw(st.sampled_from([(1, 1), (3, 3), (5, 1), (1, 7), (4, 300), (17, 17),
+                                       (0, 4), (3, 0)]))
     steps = draw(st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 99),
                                     st.integers(0, 99), st.sampled_from(
                                         ["array", "tile", "0-d", "python", "constant"])),

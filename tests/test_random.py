@@ -106,13 +106,14 @@ GENERATOR = {
 
 def same(got, want, backend: str = "reference") -> None:
     """The values, dtype and shape NumPy gives (a jitted 0-d result is a NumPy scalar).
-    The draws are NumPy's own on every backend; on CUDA the float math around them
-    (``np.exp(draw)``) is CUDA's, within its ULP bound of NumPy's."""
+    The draws are NumPy's own on every backend; the float math around them
+    (``np.exp(draw)``) is a compiled backend's own, within its ULP bound of NumPy's: pass
+    ``backend`` for such a program."""
     got_t = [np.asarray(g) for g in (got if isinstance(got, tuple) else (got,))]
     want_t = [np.asarray(w) for w in (want if isinstance(want, tuple) else (want,))]
     for g, w in zip(got_t, want_t, strict=True):
         assert g.dtype == w.dtype and g.shape == w.shape, (g, w)
-        if backend == "cuda" and w.dtype.kind == "f":
+        if backend in ("cuda", "cpu") and w.dtype.kind == "f":
             np.testing.assert_allclose(g, w, rtol=16 * np.finfo(w.dtype).eps)
         else:
             np.testing.assert_array_equal(g, w)
@@ -135,8 +136,10 @@ def test_module_functions_draw_numpys_numbers_on_every_call(name, backend):
         np.random.seed(7)
         twice(f, X)
         assert np.random.random() == after  # the same state advance as NumPy's
-    for g, w in zip(got, want, strict=True):
-        same(g, w, backend)
+    for g, w in zip(got, want, strict=True):  # (only "interleaved" computes exp and sin:
+        # on the CPU its kernels' exp, within 4 ULP, matched NumPy's AVX-512 loop for these
+        # values and not NumPy's AVX2 one)
+        same(g, w, backend if name == "interleaved" else "reference")
 
 
 @pytest.mark.parametrize("name", sorted(GENERATOR))
