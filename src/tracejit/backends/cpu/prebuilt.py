@@ -13,20 +13,22 @@ compiled by the same Numba without fast-math, so a program gives the compiled ke
 bits. Only the order of the work differs: one node over a block, then the next, rather
 than every node for one element. That is why ``compile="sync"`` may start a function on
 its programs while the compile workers build its own kernels, and switch to those when
-they are ready (``compiler.compile``): the answers are the same from the first call on,
-and only the speed and the compile log show the switch.
+they are ready (the backend's ``compile`` with ``interim``, which only ``jit``'s first call
+asks for): the answers are the same from the first call on, and only the speed and the
+compile log show the switch.
 
 A kernel runs as a program only if it is a map kernel whose every value is float32, or
-every value float64 (0-d operands of either are cast as the kernel casts them), reads each
-array input whole or as a trailing tile (a bias row), uses only ops with an instruction
-here (``OPS``) and holds at most ``REGISTERS`` values at once. Any other kernel compiles
-as before.
+every value float64 (0-d operands of either, Python floats and ints are cast as the kernel
+casts them), reads each array input whole, as a trailing tile (a bias row) or as one
+element broadcast to all, uses only ops with an instruction here (``OPS``) and holds at
+most ``REGISTERS`` values at once. Any other kernel compiles as before.
 
 The two kernels live in one shared library in ``_prebuilt/`` beside the package, built by
 ``setup.py`` at install (:func:`build`) or by ``python -m tracejit prebuild``. It is used
 only while its key matches: the disk cache's (this backend's sources, tracejit's and
-Numba's versions, the host CPU and the interpreter) over the machines' sources. An edited
-backend, another Numba or another CPU leave it unused, and first calls compile as before.
+Numba's versions, the host CPU and the interpreter) over the sources the instructions are
+rendered from and NumPy's version. An edited backend, another Numba or another CPU leave it
+unused, and first calls compile as before.
 """
 
 from __future__ import annotations
