@@ -1295,21 +1295,43 @@ class _Writes:
                                           f"writes to argument {self._name(i)!r}, whose array "
                                           "is not writeable")
             # Two different arrays that own memory allocated for them alone (no base,
-            # ``owndata``) share none: told without np.may_share_memory (a third of a
+            # ``owndata``) share none: told without asking NumPy (a third of a
             # microsecond a pair). Views, and the rare array wrapping memory it does not
-            # own, are asked about. (Plain loops here and below, no generators: one
-            # costs half a microsecond, more than the checks on a small call.)
+            # own, are asked about: first whether their bounds overlap (cheap), then,
+            # where they do, whether an element is in both (``x[::2]`` and ``x[1::2]``
+            # are disjoint within one span). (Plain loops here and below, no
+            # generators: one costs half a microsecond, more than the checks on a small
+            # call.)
             owned = leaf.base is None and flags.owndata
             for j in others:
                 x = leaves[j]
                 if not isinstance(x, _ndarray) or (owned and x is not leaf and x.base is None
                                                    and x.flags.owndata):
                     continue
-                if np.may_share_memory(leaf, x):
+                if np.may_share_memory(leaf, x) and self._shares_memory(leaf, x, i, j):
                     raise InPlaceArgumentError(
                         f"the function writes to argument {self._name(i)!r}, which shares "
                         f"memory with argument {self._name(j)!r}: the trace took them for "
                         "separate arrays", hint="pass a copy of one of them")
+
+    # The most work np.shares_memory may spend on a pair whose bounds overlap: about
+    # 45 ns a unit, so ~50 ms at most. Slices of one array take a few units; the
+    # hardest of 20,000 random 1-3-d strided views of one buffer took ~1.5*10^5.
+    MAX_WORK = 10**6
+
+    def _shares_memory(self, leaf, x, i: int, j: int) -> bool:
+        """NumPy's exact answer to whether ``leaf`` and ``x`` share an element. Where
+        its search gives up (``TooHardError``) the call is refused: running would be a
+        wrong answer if they did share, refusing a right one is only a copy away."""
+        try:
+            return np.shares_memory(leaf, x, max_work=self.MAX_WORK)
+        except np.exceptions.TooHardError:
+            raise InPlaceArgumentError(
+                f"the function writes to argument {self._name(i)!r}, and NumPy could not "
+                f"tell within {self.MAX_WORK} steps whether it shares memory with argument "
+                f"{self._name(j)!r} (views of one buffer with interleaved strides): the "
+                "trace takes them for separate arrays", hint="pass a copy of one of them"
+            ) from None
 
     def store(self, leaves, outs) -> list:
         """The runner's outputs ``outs`` stored into the written arguments; the function's

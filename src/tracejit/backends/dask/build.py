@@ -173,6 +173,12 @@ class Builder:
             value = np.asarray(node.attrs["value"], node.out.type.dtype)
             self.env[node.out] = value.item() if node.out.type.weak else value
             return
+        if node.op == "loop_output":
+            self.env[node.out] = self.loop_output(node)
+            return
+        if opdef.kind is Kind.LOOP:
+            self.loop(node)
+            return
         empty = node.out.type.size == 0 or any(v.type.size == 0 for v in node.inputs)
         space = None if empty else self.space(node)  # (Dask trips over empty chunks)
         if space is not None and len(space) <= _MAX_RANK and self.join(node, space):
@@ -426,30 +432,64 @@ class Builder:
             if out is None:
                 how = "one task over whole arrays"
         if out is None:  # (a weak scalar goes in as the Python scalar it stands for)
-            out = self.whole(node, [x if v.type.weak else a for x, a, v in
-                                    zip(args, arrays, node.inputs, strict=True)],
-                             warn=not empty)
+            whole = [x if v.type.weak else a for x, a, v in
+                     zip(args, arrays, node.inputs, strict=True)]
+            if not empty:  # (an empty input gathers nothing)
+                _warn_gathering(node, whole)
+            out = self.whole(node, whole)
         self.env[node.out] = _whole_chunks(out.astype(node.out.type.dtype, copy=False))
         self.plan.append(f"{node.op} at {where}: {how}")
 
-    def whole(self, node: Node, arrays: list, warn: bool = True):
-        """``node`` as one task over whole arrays (``warn``: where that gathers chunks)."""
-        import dask
+    def loop(self, node: Node) -> None:
+        """A loop node as one task over whole arrays. Its value is the task itself (a
+        ``Delayed`` of the tuple of its results), not an array: a loop's results differ in
+        shape and dtype, so each ``loop_output`` becomes a Dask array of its own."""
+        args = [self.get(v) for v in node.inputs]
+        _warn_gathering(node, args)
+        self.env[node.out] = _task(node, args)
+        where = node.loc.short if node.loc else "?"
+        self.plan.append(f"{node.op} at {where}: one task over whole arrays")
+
+    def loop_output(self, node: Node):
+        """Result ``index`` of a loop's task, as a Dask array of one chunk."""
         import dask.array as da
 
-        if warn and any(_is_dask(x) and x.npartitions > 1 for x in arrays):
-            message = (f"{node.op} at {node.loc.short if node.loc else '?'} needs whole "
-                       "arrays: its chunked inputs are gathered into one task (one worker's "
-                       "memory)")
-            if node.loc is None:
-                warnings.warn(RechunkWarning(message), stacklevel=2)
-            else:  # at the user's line
-                warnings.warn_explicit(RechunkWarning(message), RechunkWarning,
-                                       node.loc.filename, node.loc.lineno)
-        task = dask.delayed(_Whole(REGISTRY[node.op].impl, node.attrs), pure=True)(*arrays)
+        loop = self.producer[node.inputs[0]]
+        task = self.env[node.inputs[0]][node.attrs["index"]]
         t = node.out.type
-        return da.from_delayed(task, shape=t.shape, dtype=t.dtype,
+        meta = _meta([self.env[v] for v in loop.inputs], t.ndim, t.dtype)
+        out = da.from_delayed(task, shape=t.shape, dtype=t.dtype, meta=meta)
+        return _whole_chunks(out)
+
+    def whole(self, node: Node, arrays: list):
+        """``node`` as one task over whole arrays."""
+        import dask.array as da
+
+        t = node.out.type
+        return da.from_delayed(_task(node, arrays), shape=t.shape, dtype=t.dtype,
                                meta=_meta(arrays, t.ndim, t.dtype))
+
+
+def _task(node: Node, arrays: list):
+    """The ``Delayed`` computing ``node`` with its NumPy implementation over whole arrays
+    (Dask's chunks of an argument concatenated)."""
+    import dask
+
+    return dask.delayed(_Whole(REGISTRY[node.op].impl, node.attrs), pure=True)(*arrays)
+
+
+def _warn_gathering(node: Node, arrays: list) -> None:
+    """A ``RechunkWarning`` at the user's line where ``node`` gathers chunked inputs into
+    one task (one worker's memory)."""
+    if any(_is_dask(x) and x.npartitions > 1 for x in arrays):
+        message = (f"{node.op} at {node.loc.short if node.loc else '?'} needs whole "
+                   "arrays: its chunked inputs are gathered into one task (one worker's "
+                   "memory)")
+        if node.loc is None:
+            warnings.warn(RechunkWarning(message), stacklevel=2)
+        else:  # at the user's line
+            warnings.warn_explicit(RechunkWarning(message), RechunkWarning,
+                                   node.loc.filename, node.loc.lineno)
 
 
 def _along_the_axis(node: Node, x):
@@ -488,7 +528,8 @@ def _gather_by_chunks(node: Node, arrays: list):
 class _Whole:
     """A task computing an op over whole arrays with its NumPy implementation (the
     reference's: NumPy's bits). Arrays of CuPy chunks come to the host for it and the result
-    goes back to their GPU, where the stages after it run."""
+    goes back to their GPU, where the stages after it run. A loop's result is a tuple of
+    arrays of different shapes, kept a tuple (``np.asarray`` of it would try to stack them)."""
 
     def __init__(self, impl, attrs: dict):
         self.impl, self.attrs = impl, attrs
@@ -496,11 +537,18 @@ class _Whole:
     def __call__(self, *xs):
         gpu = next((x for x in xs if type(x).__module__.startswith("cupy")), None)
         if gpu is None:
-            return np.asarray(self.impl(*xs, **self.attrs))
+            return _each(np.asarray, self.impl(*xs, **self.attrs))
         cupy = sys.modules[type(gpu).__module__]
         host = [x.get() if type(x).__module__.startswith("cupy") else x for x in xs]
         with gpu.device:
-            return cupy.asarray(np.asarray(self.impl(*host, **self.attrs)))
+            return _each(lambda r: cupy.asarray(np.asarray(r)), self.impl(*host, **self.attrs))
+
+
+def _each(convert, result):
+    """``convert`` applied to ``result``, or to each of a tuple of results (a loop's)."""
+    if isinstance(result, tuple):
+        return tuple(convert(r) for r in result)
+    return convert(result)
 
 
 def _fits(space: tuple[int, ...], shape: tuple[int, ...]) -> bool:
