@@ -57,8 +57,8 @@ static int key_words(PyObject *a, int valued, long long *words, Py_ssize_t *n, i
         PyArray_Descr *descr = PyArray_DESCR(arr);
         int nd = PyArray_NDIM(arr);
         npy_intp *dims = PyArray_DIMS(arr);
-        if (!plain_number(descr->type_num) || room < 1 + nd)
-            return 0;
+        if (!plain_number(descr->type_num) || room < 1 + nd || !PyArray_IS_C_CONTIGUOUS(arr))
+            return 0; /* (another layout is part of the signature: api._leaf_key) */
         words[(*n)++] = ((long long)descr->type_num << 16) |
                         ((long long)!PyArray_ISNBO(descr->byteorder) << 8) | nd;
         for (int d = 0; d < nd; d++)
@@ -334,7 +334,7 @@ static PyTypeObject DispatcherType = {
    that is not a host array, goes through ``store``; the
    written regions are stored (``leaf[key] = out`` unless the runner wrote in the
    caller's array itself); the function's outputs are returned, an aliased one as the
-   argument or ``returned(leaf, path, out)``.
+   argument or ``returned(leaf, path, out, args, outs)``.
 
    The spec is a tuple of Python objects, read at each call (a few ns an item):
      written     ((i, ((j, dtype), ...)), ...)   per written leaf, its destinations
@@ -487,7 +487,7 @@ static PyObject *writeback_call(PyObject *op, PyObject *args, PyObject *kwargs)
             PyObject *leaf = PyTuple_GET_ITEM(args, item_index(spec, 0));
             value = PyTuple_GET_ITEM(spec, 2) == Py_True ? Py_NewRef(leaf)
                     : PyObject_CallFunctionObjArgs(self->returned, leaf, PyTuple_GET_ITEM(spec, 1),
-                                                   o, NULL);
+                                                   o, args, outs, NULL);
         }
         if (value == NULL)
             Py_CLEAR(results);

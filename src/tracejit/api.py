@@ -114,7 +114,8 @@ class CallSignature(NamedTuple):
     nargs: int  # positional arguments, static ones included
     bound: bool  # called as a method: ``self`` is the first, static, argument
     tree: Any  # pytree structure of (dynamic positional arguments, dynamic keywords)
-    # per leaf: (shape, dtype, weak, device: a GPU array's, else None), or a Static: a
+    # per leaf: (shape, dtype, weak, device: a GPU array's, else None[, strides: a host
+    # array's that is not C-contiguous, see _array_key]), or a Static: a
     # hashable non-array, or a Python int the function needs concretely, keyed by value
     leaves: tuple
     statics: tuple  # the static positional arguments' values, in order
@@ -290,7 +291,7 @@ class _Entry:
                  "pending", "interpreting", "writes", "aliases")
 
     def __init__(self, runner: Runner, out_tree, lowered: Lowered, compile_s: float,
-                 writes: tuple = (), aliases: tuple = ()):
+                 writes: tuple = (), aliases: tuple = (), memories: tuple = ()):
         self.writes = writes  # (argument leaf, regions) it writes to: see trace_function
         self.aliases = aliases  # (output, argument leaf, view path) it returns: the same
         self.run = _writing(runner, writes, lowered.optimized_graph, aliases)
@@ -301,7 +302,7 @@ class _Entry:
         self.profiled: Runner | None = None
         self.finish = _finisher(out_tree, lowered.optimized_graph,
                                 sum(len(regions) for _, regions in writes),
-                                frozenset(k for k, _, _ in aliases))
+                                frozenset(k for k, _, _ in aliases), memories)
         self.pending: Future | None = None  # the compiled runner (compile="background")
         self.interpreting = False  # runner is the interpreter, until ``pending`` is done
 
@@ -361,6 +362,16 @@ _GENERATOR = GENERATOR.dtype  # a random generator argument (see ir/random_ops.p
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
+def _array_key(a: np.ndarray) -> tuple:
+    """A host array's leaf key: ``(shape, dtype, False, None)``, and for an array that is
+    not C-contiguous its strides in bytes after them. NumPy decides from the strides
+    whether a reshape or ravel is a view, and so which writes reach the caller's array:
+    the trace decides as NumPy does (``trace.layout``), so the layout is part of the key."""
+    if a.flags.c_contiguous:
+        return (a.shape, a.dtype, False, None)
+    return (a.shape, a.dtype, False, None, a.strides)
+
+
 def _leaf_key(leaf):
     """(shape, dtype, weak, device) of one argument leaf, the device None but for a GPU
     array, the class for a random generator (a graph input its draws read; the cache key
@@ -371,12 +382,12 @@ def _leaf_key(leaf):
     that is no array)."""
     t = type(leaf)
     if t is np.ndarray and leaf.dtype.kind in "biufc":
-        return (leaf.shape, leaf.dtype, False, None)
+        return _array_key(leaf)
     if isinstance(leaf, np.ndarray):  # a subclass, or a dtype jit does not compute with
         problem = array_problem(leaf)
         if problem is not None:
             raise InvalidArgument(problem[0], hint=problem[1])
-        return (leaf.shape, leaf.dtype, False, None)
+        return _array_key(leaf)
     if t in WEAK_DEFAULT:
         if t is int and not _INT64_MIN <= leaf <= _INT64_MAX:
             return Static(int, leaf)  # (as a literal: NumPy's own rules, see trace.core)
@@ -736,10 +747,13 @@ class JitFunction(Dispatcher):
             backend = get_backend("dask").on(backend.name)
         writes: list = []
         aliases: list = []
+        memories: list = []
         rolls = roll.for_backend(backend)  # Python loops roll where the backend runs scans
         try:
+            strides = [k[4] if len(k) > 4 else None for k in sig.leaves if type(k) is not Static]
             graph, out_tree = trace_function(self._fn, build_args, types, names, fn_name,
-                                             writes, None if chunked else aliases)
+                                             writes, None if chunked else aliases, strides,
+                                             memories)
             t1 = time.perf_counter()
             stage = "passes"
             _logger()  # set up before the passes: roll_loops logs each loop it rolls
@@ -775,7 +789,8 @@ class JitFunction(Dispatcher):
             roll.restore(rolls)
         t3 = time.perf_counter()
         lowered = Lowered(graph, optimized, backend.name, (where, backend) if chunked else None)
-        entry = _Entry(run, out_tree, lowered, t3 - t0, tuple(writes), tuple(aliases))
+        entry = _Entry(run, out_tree, lowered, t3 - t0, tuple(writes), tuple(aliases),
+                       tuple(memories))
         if later is not None:
             entry.switch_later(later, True)
         elif run.faster is not None:
@@ -1004,6 +1019,8 @@ def _simple_part(a, concrete: bool, key: list, leaves: list) -> bool:
     function needs it as a value (an int keyed by value, as the general path does)."""
     t = type(a)
     if t is _ndarray:
+        if not a.flags.c_contiguous:
+            return False  # (its strides are part of its signature: _array_key)
         key.append((a.shape, a.dtype))
         leaves.append(a)
     elif t is float:
@@ -1047,7 +1064,7 @@ def _device_key(args: tuple, device, strict: bool) -> tuple | None:
     key: list = [device, strict]
     for a in args:
         t = type(a)
-        if t is _ndarray and a.dtype.kind in "biufc":
+        if t is _ndarray and a.dtype.kind in "biufc" and a.flags.c_contiguous:
             key.append((a.shape, a.dtype))
         elif t is gpu_array:
             key.append((a.shape, a.dtype, a.device.id))
@@ -1067,7 +1084,7 @@ def _arrays_signature(args: tuple, device, strict: bool) -> CallSignature | None
     for a in args:
         t = type(a)
         if t is _ndarray and a.dtype.kind in "biufc":  # (others: _leaf_key's errors)
-            keys.append((a.shape, a.dtype, False, None))
+            keys.append(_array_key(a))
         elif t is float:  # as _leaf_key gives it: a weakly typed float64 scalar
             keys.append(_FLOAT_LEAF)
         else:
@@ -1086,7 +1103,7 @@ def _input_types(names: list[str], leaves: tuple) -> tuple[list[TensorType], lis
     a byte-swapped argument (its own signature) is read as NumPy reads it: a kernel's
     argument converted, a written argument stored back through NumPy."""
     types, where = [], []
-    for name, (shape, dtype, weak, device) in zip(names, leaves, strict=True):
+    for name, (shape, dtype, weak, device, *_) in zip(names, leaves, strict=True):
         if dtype is _GENERATOR:
             types.append(GENERATOR)
             where.append(None)
@@ -1256,7 +1273,7 @@ class _Writes:
         for k, i, path in self.aliases:
             namespace[f"path{k}"] = path
             results[k] = f"l{i}" if i in written and not path else \
-                f"returned(l{i}, path{k}, outs[{k}])"
+                f"returned(l{i}, path{k}, outs[{k}], ({sig},), outs)"
         lines.append(f"    return [{', '.join(results)}]")
         exec(compile("\n".join(lines) + "\n", "<tracejit write-back>", "exec"), namespace)
         return namespace["run"]
@@ -1379,13 +1396,13 @@ class _Writes:
                 j += 1
         if not self.aliases:
             return outs[:self.n]
-        outs = list(outs[:self.n])
+        computed, outs = outs, list(outs[:self.n])
         for k, i, path in self.aliases:
-            outs[k] = _returned(leaves[i], path, outs[k])
+            outs[k] = _returned(leaves[i], path, outs[k], leaves, computed)
         return outs
 
 
-def _returned(leaf, path: tuple, computed):
+def _returned(leaf, path: tuple, computed, leaves: tuple, outs):
     """What NumPy returns for an output that is argument ``leaf`` (its final version, now
     in the caller's array) taken through the view ops of ``path``: that view of the
     caller's array, wherever it lives (a host array passed to a call placed on a GPU has
@@ -1394,9 +1411,18 @@ def _returned(leaf, path: tuple, computed):
     can be taken of (a Python scalar)."""
     if type(leaf) is not _ndarray and targets.device_of(leaf) is None:
         return _finish(_copy(computed))
+    return _take_view(leaf, path, leaves, outs)
+
+
+def _take_view(leaf, path: tuple, leaves: tuple, outs):
+    """``leaf`` taken through the view ops of ``path`` (``trace._caller_path``'s: an
+    index known at run time is one of ``leaves`` or of ``outs``)."""
     for op, attrs in path:
         if op == "slice":
             leaf = leaf[slice_key(**attrs)]
+        elif op == "gather":  # x[i]: i an argument, or an output (trace._caller_path)
+            index = leaves[attrs["leaf"]] if "leaf" in attrs else outs[attrs["output"]]
+            leaf = leaf[(slice(None),) * attrs["axis"] + (int(index),)]
         elif op == "transpose":
             leaf = leaf.transpose(attrs["perm"])
         elif op == "reshape":
@@ -1406,22 +1432,30 @@ def _returned(leaf, path: tuple, computed):
     return leaf
 
 
-def _finisher(out_tree, graph: Graph, writes: int = 0, aliased: frozenset = frozenset()):
+def _finisher(out_tree, graph: Graph, writes: int = 0, aliased: frozenset = frozenset(),
+              memories: tuple = ()):
     """The function from a runner's output list (without the ``writes`` last outputs of
     the graph, the arguments' new versions) to what the user gets back. The ``aliased``
-    outputs are what the user gets already (views of the caller's arrays: ``_returned``)."""
-    copy = _shared_outputs(graph)[:len(graph.outputs) - writes]
+    outputs are what the user gets already (views of the caller's arrays: ``_returned``);
+    ``memories`` says which outputs NumPy's would put in separate buffers
+    (``trace._memories``)."""
+    copy = _copiers(graph, memories)[:len(graph.outputs) - writes]
+    n = len(pytree.leaf_paths(out_tree, "")) if out_tree is not None else 0
+    derived = [(k, m.derived) for k, m in enumerate(memories[:n])
+               if m is not None and m.derived is not None and k not in aliased]
+    if derived or len(copy) > n:  # hidden outputs: buffers and indices of views
+        return _deriving(out_tree, copy, aliased, derived, n)
     if out_tree is None:  # the function returns None (it writes to its arguments)
         return _none
     if out_tree is pytree.LEAF and aliased:  # the caller's array, returned
         return _first
     if aliased:
         return lambda outs: pytree.unflatten(
-            out_tree, [o if k in aliased else _finish(_copy(o) if c else o)
+            out_tree, [o if k in aliased else _finish(c(o) if c else o)
                        for k, (o, c) in enumerate(zip(outs, copy, strict=True))])
     if out_tree is pytree.LEAF:
         if copy[0]:
-            return lambda outs: _finish(_copy(outs[0]))
+            return lambda outs, c=copy[0]: _finish(c(outs[0]))
         if graph.outputs[0].type.shape:  # an array the runner allocated: return as is
             return _first
         return lambda outs: _finish(outs[0])
@@ -1429,8 +1463,83 @@ def _finisher(out_tree, graph: Graph, writes: int = 0, aliased: frozenset = froz
         return _tuple_finisher([not v.type.shape for v in graph.outputs[:len(copy)]])
     if any(copy):
         return lambda outs: pytree.unflatten(
-            out_tree, [_finish(_copy(o) if c else o) for o, c in zip(outs, copy, strict=True)])
+            out_tree, [_finish(c(o) if c else o) for o, c in zip(outs, copy, strict=True)])
     return lambda outs: pytree.unflatten(out_tree, [_finish(o) for o in outs])
+
+
+def _deriving(out_tree, copy: list, aliased: frozenset, derived: list, n: int):
+    """The finisher of a function whose results include views of one buffer
+    (``OutputMemory.derived``): each such view is taken from the output holding the
+    buffer, as NumPy's share it; the outputs after the ``n`` the function returns are
+    hidden (the buffers, the views' indices)."""
+    views = {k: spec for k, spec in derived}
+
+    def finish(outs):
+        done = [o if k in aliased or k in views or not c else c(o)
+                for k, (o, c) in enumerate(zip(outs, copy, strict=True))]
+        for k, (holder, path) in views.items():
+            if type(done[holder]) is _ndarray or targets.device_of(done[holder]) is not None:
+                done[k] = _take_view(done[holder], path, (), done)
+        return pytree.unflatten(out_tree, [o if k in aliased else _finish(o)
+                                           for k, o in enumerate(done[:n])])
+
+    return finish
+
+
+def _copiers(graph: Graph, memories: tuple) -> list:
+    """Per output, what makes the runner's array the one NumPy returns, or None where it
+    is that already: a copy of memory the caller must not share (``_shared_outputs``); a
+    C-ordered copy for a buffer of its own that the runner hands back as a view (``x.T.copy()``,
+    whose copy the passes drop); the layout NumPy gives a new buffer (``np.exp(x.T)``
+    is Fortran-ordered) where that is not C order."""
+    producers = graph.producers()
+    copiers: list = []
+    for k, shared in enumerate(_shared_outputs(graph, memories)):
+        memory = memories[k] if k < len(memories) else None
+        node = producers.get(graph.outputs[k])
+        if memory is None:
+            copiers.append(_copy if shared else None)
+        elif memory.view:
+            copiers.append(_view_copy if shared else None)
+        elif memory.strides is not None:
+            copiers.append(functools.partial(_laid_out, strides=memory.strides))
+        elif shared or (node is not None and node.op in _VIEWS | {"broadcast_to"}):
+            copiers.append(_c_copy)
+        else:
+            copiers.append(None)
+    return copiers
+
+
+def _view_copy(out):
+    """A copy of a view the caller owns, with the view's strides (NumPy's ``[::-1]`` of a
+    result of its own is no contiguous copy): the view of a copy of its base, where that
+    is a C-ordered host array; else a copy as ``_copy`` makes it."""
+    base = out.base if type(out) is np.ndarray else None
+    if type(base) is not np.ndarray or not base.flags.c_contiguous:
+        return _copy(out)
+    offset = out.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    return np.ndarray(out.shape, out.dtype, buffer=base.copy(), offset=offset,
+                      strides=out.strides)
+
+
+def _c_copy(out):
+    """A C-ordered copy the caller owns (``ndarray.copy()``'s order), where ``out`` is."""
+    where = targets.device_of(out)
+    if where is None and targets.dask_array(out):
+        return out
+    return np.array(out, order="C") if where in (None, targets.CPU) else out.copy()
+
+
+def _laid_out(out, strides: tuple[int, ...]):
+    """A copy of ``out`` in memory laid out as ``strides`` (in elements, contiguous in some
+    order of the axes) lay it: NumPy's layout for an array it allocated in ``order="K"``.
+    (A GPU's or Dask's array is copied in C order: only the host's layouts are NumPy's.)"""
+    if type(out) is not np.ndarray:
+        return _c_copy(out)
+    perm = sorted(range(out.ndim), key=lambda a: -strides[a])  # outermost first
+    laid = np.empty([out.shape[a] for a in perm], out.dtype).transpose(np.argsort(perm))
+    laid[...] = out
+    return laid
 
 
 def _tuple_finisher(scalar: list[bool]):
@@ -1449,21 +1558,25 @@ def _tuple_finisher(scalar: list[bool]):
 _VIEWS = {"reshape", "transpose", "slice"}
 
 
-def _shared_outputs(graph: Graph) -> list[bool]:
+def _shared_outputs(graph: Graph, memories: tuple = ()) -> list[bool]:
     """Which outputs a runner may hand back as memory it does not own afresh: an argument,
-    a constant (the same array on every call) or a view of one, or a read-only broadcast
-    view. Those are copied, so that what a call returns is the caller's to modify, as with
-    NumPy."""
+    a constant (the same array on every call) or a view of one, a read-only broadcast
+    view, or the memory of an earlier output that NumPy's would not share (``memories``:
+    the passes merged equal values, as ``np.sort(x)`` computed twice). Those are copied,
+    so that what a call returns is the caller's to modify, as with NumPy."""
     producers, inputs = graph.producers(), set(graph.inputs)
-    shared = []
-    for v in graph.outputs:
+    shared, owner = [], {}  # owner: per base value, the memory of the first output on it
+    for k, v in enumerate(graph.outputs):
         node = producers.get(v)
         while node is not None and node.op in _VIEWS:
             v = node.inputs[0]
             node = producers.get(v)
+        memory = memories[k] if k < len(memories) else None
+        first = owner.setdefault(v, memory)
         shared.append(v in inputs or (node is not None and node.op in ("constant",
                                                                          "broadcast_to"))
-                      or (node is not None and _loop_carry(node, producers)))
+                      or (node is not None and _loop_carry(node, producers))
+                      or (memory is not None and first != memory))
     return shared
 
 

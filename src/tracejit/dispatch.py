@@ -26,9 +26,9 @@ FLOAT = float
 
 def python_fast_key(args: tuple, valued: bytes, inputs: list | None = None) -> tuple | None:
     """The cached call's key of positional arguments (None for a call it holds no key of):
-    each array's (shape, dtype), a float's ``FLOAT``, None itself, an int's or bool's type
-    (with its value where ``valued[i]``: the function needs it as a value), a str's type
-    and value. ``_dispatch.fast_key`` gives a key with the same equalities, read off the
+    each C-contiguous array's (shape, dtype), a float's ``FLOAT``, None itself, an int's or
+    bool's type (with its value where ``valued[i]``: the function needs it as a value), a
+    str's type and value. ``_dispatch.fast_key`` gives a key with the same equalities, read off the
     arrays' structs. Positions past ``valued``'s end have no parameter's name: an int
     there, an int beyond int64, and any other argument take the general path.
     ``inputs``, if given, gets the runner's inputs: the arguments that are not values
@@ -36,6 +36,8 @@ def python_fast_key(args: tuple, valued: bytes, inputs: list | None = None) -> t
     key: list = []
     for i, a in enumerate(args):
         t = type(a)
+        if t is _ndarray and not a.flags.c_contiguous:
+            return None  # (its layout is part of its signature: api._leaf_key)
         if t is _ndarray or t is float:  # (a float: a weakly typed float64 scalar input)
             key.append((a.shape, a.dtype) if t is _ndarray else FLOAT)
         elif a is None or t is str:

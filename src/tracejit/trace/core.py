@@ -10,11 +10,11 @@ import numpy as np
 
 from ..errors import DTypeError, InvalidArgument, ScalarOverflow, TracingError
 from ..ir import Graph, Node, TensorType, Value
-from ..ir.registry import COMPARISONS, REGISTRY
+from ..ir.registry import COMPARISONS, REGISTRY, Kind
 from ..ir.types import type_of_constant
 from ..locations import user_location
 from . import intercept
-from .layout import reshape_strides, strides_of
+from .layout import kept_order, reshape_strides
 from .tracer import Tracer, known_result
 
 _state = threading.local()
@@ -190,6 +190,8 @@ class Trace:
         if opdef.ufunc is not None and op not in COMPARISONS:
             _check_int_literals(opdef.ufunc, operands, inputs)
         out = Tracer(self._emit(op, inputs, attrs, out_type), self)
+        if opdef.kind is Kind.ELEMENTWISE and out_type.ndim > 1:
+            out._strides = _kept_order(operands, out_type.shape)
         base = operands[0] if op in VIEW_OPS and operands else None
         if isinstance(base, Tracer) and _is_view(base, op, attrs):
             out._view_of(base, op, attrs)
@@ -213,6 +215,15 @@ class Trace:
         return Graph(self.inputs, self.nodes, outs, self.name)
 
 
+def _kept_order(operands, shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The layout NumPy gives an elementwise result (``order="K"``): C order unless an
+    array operand is laid out otherwise (a transpose, a Fortran-ordered argument)."""
+    arrays = [x for x in operands if isinstance(x, Tracer) and x.ndim]
+    if not any(x._base is not None or x._strides is not None for x in arrays):
+        return None
+    return kept_order([x._layout() for x in arrays], shape)
+
+
 def _is_view(base: Tracer, op: str, attrs: dict) -> bool:
     """Whether NumPy makes the result of ``op`` on ``base`` a view of it: never of a
     scalar (NumPy's are immutable), and a reshape only where no copy is needed."""
@@ -220,9 +231,21 @@ def _is_view(base: Tracer, op: str, attrs: dict) -> bool:
         return False
     if op != "reshape":
         return True
-    root = base if base._base is None else base._base
-    shape, strides = strides_of(root.shape, base._path)
+    shape, strides = base._layout()
     return reshape_strides(shape, strides, attrs["shape"]) is not None
+
+
+def dynamic_view(x, i: Tracer, axis: int):
+    """``x[:, ..., i]`` at ``axis`` for a traced integer ``i``: a ``gather`` whose result
+    is a view of ``x``, as NumPy's integer index gives. Its step in the view's path holds
+    the index's value (``{"axis": axis, "index": value}``): reading the view again after a
+    write to its root gathers there, a write through it scatters there."""
+    out = bind("gather", x, i, axis=axis)
+    if isinstance(x, Tracer) and not (x._scalar or x.aval.weak):
+        out._view_of(x, "gather", {"axis": axis, "index": i._value})
+        if out._const is not None and x._const is not None:
+            out._const.memory = x._const.memory  # (a write to either forgets both)
+    return out
 
 
 def current() -> Trace:

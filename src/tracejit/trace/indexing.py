@@ -7,7 +7,16 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import IndexOutOfBounds, ShapeError
-from .numpy_api import aval, basic_index, expand_dims, gather, is_int, slice_attrs, transpose
+from .core import dynamic_view
+from .numpy_api import (
+    aval,
+    basic_index,
+    expand_dims,
+    gather,
+    is_int,
+    slice_attrs,
+    transpose,
+)
 from .tracer import Tracer
 
 # gather and slice_attrs are indexing steps flip, split and take use too, so they live in
@@ -94,10 +103,13 @@ def getitem(x, key):
         x = expand_dims(x, new_axes)
         key = [slice(None) if k is None else k for k in key]
     shape = aval(x).shape
-    advanced = any(isinstance(k, (np.ndarray, Tracer)) for k in key)
+    advanced = any(isinstance(k, np.ndarray) or isinstance(k, Tracer) and not _traced_int(k)
+                   for k in key)
     if not advanced:
-        out = basic_index(x, shape, key)
-        if any(is_int(k) for k in key) and aval(out).ndim == 0 and isinstance(out, Tracer):
+        out = _dynamic_index(basic_index(x, shape, [slice(None) if _traced_int(k) else k
+                                                    for k in key]), key)
+        if any(is_int(k) or _traced_int(k) for k in key) and aval(out).ndim == 0 and \
+                isinstance(out, Tracer):
             # x[i, j] of an array is a NumPy scalar: a copy, which later writes leave alone
             out = out.copy()  # (keeping a known value: int(np.ones(2)[0]))
             out._scalar = True
@@ -112,3 +124,21 @@ def getitem(x, key):
     rest = [i for i in range(len(key)) if i not in positions]
     perm = rest[:target] + positions + rest[target:]
     return gather(transpose(x, perm), [key[i] for i in positions], target)
+
+
+def _traced_int(k) -> bool:
+    """A traced integer scalar (an int or NumPy integer argument, a loop index, ``n // 2``
+    of one): a basic index, as NumPy takes a Python or NumPy integer, so ``x[i]`` is a
+    view whose writes reach ``x`` (alone in a key of slices and integers; beside an
+    integer array it is an advanced index, as NumPy's integers are)."""
+    return isinstance(k, Tracer) and k.ndim == 0 and k.dtype.kind in "iu"
+
+
+def _dynamic_index(x, key):
+    """``x`` (the key's slices and constant integers applied) indexed at each traced
+    integer of ``key``: from the last, so that the axes before it keep their numbers."""
+    for pos in reversed(range(len(key))):
+        if _traced_int(key[pos]):
+            axis = sum(not is_int(k) for k in key[:pos])  # (traced ones: not yet taken)
+            x = dynamic_view(x, key[pos], axis)
+    return x

@@ -9,6 +9,7 @@ same rule, with strides counted in elements from the root's C order.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 
 def c_strides(shape: tuple[int, ...]) -> list[int]:
@@ -19,14 +20,62 @@ def c_strides(shape: tuple[int, ...]) -> list[int]:
     return strides[::-1]
 
 
-def strides_of(root_shape: tuple[int, ...], path) -> tuple[tuple[int, ...], list[int]]:
-    """(shape, strides) of the view ``path`` derives from a root of ``root_shape``."""
-    shape, strides = tuple(root_shape), c_strides(root_shape)
+def f_strides(shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """Fortran order's strides, in elements; None where they are C order's (0-d, 1-d)."""
+    if len(shape) < 2:
+        return None
+    return tuple(c_strides(tuple(shape)[::-1])[::-1])
+
+
+def ordered(order: str, shape: tuple[int, ...], like=None) -> tuple[int, ...] | None:
+    """The strides NumPy gives a new array of ``shape`` made in ``order`` (``"C"``,
+    ``"F"``; ``"A"`` and ``"K"`` follow ``like``, the (shape, strides) of the array it
+    copies: ``"A"`` is Fortran order for a Fortran-contiguous one, ``"K"`` its own
+    order), in elements; None for C order."""
+    if order in ("F", "f"):
+        return f_strides(shape)
+    if order in ("C", "c", None) or like is None:
+        return None
+    if order in ("A", "a"):
+        return f_strides(shape) if fortran_contiguous(*like) and not c_contiguous(*like) \
+            else None
+    return kept_order([like], shape)
+
+
+def c_contiguous(shape: tuple[int, ...], strides) -> bool:
+    """Whether ``strides`` (in elements) lay ``shape`` out in C order, as NumPy's flag
+    says: axes of length 1 have any stride, and an empty array is contiguous."""
+    if 0 in shape:
+        return True
+    return all(d == 1 or s == w for d, s, w in zip(shape, strides, c_strides(shape),
+                                                     strict=True))
+
+
+def fortran_contiguous(shape: tuple[int, ...], strides) -> bool:
+    return c_contiguous(tuple(shape)[::-1], list(strides)[::-1])
+
+
+def in_elements(strides: tuple[int, ...], itemsize: int) -> tuple:
+    """An argument's strides (bytes) in elements: a Fraction where a stride is not a
+    whole number of them (a view into a record), so that every rule here holds as is."""
+    return tuple(s // itemsize if s % itemsize == 0 else Fraction(s, itemsize)
+                 for s in strides)
+
+
+def strides_of(root_shape: tuple[int, ...], root_strides: tuple[int, ...] | None,
+               path) -> tuple[tuple[int, ...], list[int]]:
+    """(shape, strides) of the view ``path`` derives from a root of ``root_shape`` and
+    ``root_strides`` (in elements; None: C order)."""
+    shape = tuple(root_shape)
+    strides = c_strides(root_shape) if root_strides is None else list(root_strides)
     for op, attrs in path:
         if op == "slice":
             strides = [s * k for s, k in zip(strides, attrs["steps"], strict=True)]
             shape = tuple(_length(a, b, k) for a, b, k in
                           zip(attrs["starts"], attrs["stops"], attrs["steps"], strict=True))
+        elif op == "gather":  # x[i] at a traced i: the axis goes, the others keep strides
+            axis = attrs["axis"]
+            shape, strides = shape[:axis] + shape[axis + 1:], strides[:axis] + strides[axis + 1:]
         elif op == "transpose":
             shape = tuple(shape[p] for p in attrs["perm"])
             strides = [strides[p] for p in attrs["perm"]]
@@ -75,3 +124,39 @@ def reshape_strides(shape, strides, new_shape) -> list[int] | None:
     for k in range(ni, len(new_shape)):
         out[k] = last
     return out
+
+
+def kept_order(operands: list[tuple[tuple[int, ...], list[int]]],
+               shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The strides, in elements, of the array NumPy allocates for a result of ``shape``
+    computed from ``operands`` (each its shape and strides) in ``order="K"``, as a ufunc
+    does: contiguous in the order of the operands' strides, where they agree (NumPy's
+    ``npyiter_find_best_axis_ordering``: an insertion sort of the axes, innermost first, in
+    which an operand with a broadcast or size-1 axis has no say, and C order wins a
+    conflict). None where that is C order, as it is for every C-ordered operand."""
+    n = len(shape)
+    if n < 2:
+        return None
+    aligned = [[0] * (n - len(s)) + [0 if d == 1 else x for d, x in zip(s, st, strict=True)]
+               for s, st in operands]
+    order = list(range(n))[::-1]  # the iterator's order: the innermost axis first
+    for i0 in range(1, n):
+        pos, a0 = i0, order[i0]
+        for i1 in range(i0 - 1, -1, -1):
+            a1, ambiguous, swap = order[i1], True, False
+            for st in aligned:
+                if st[a0] and st[a1]:
+                    swap = abs(st[a1]) > abs(st[a0]) and (swap or ambiguous)
+                    ambiguous = False
+            if not ambiguous:
+                if not swap:
+                    break
+                pos = i1
+        order.insert(pos, order.pop(i0))
+    if order == list(range(n))[::-1]:
+        return None
+    strides, step = [0] * n, 1
+    for a in order:
+        strides[a] = step
+        step *= max(shape[a], 1)
+    return tuple(strides)

@@ -18,6 +18,7 @@ import numpy as np
 from ..errors import ConcretizationError, UnsupportedOperation
 from ..ir import TensorType, Value
 from ..ir.registry import REGISTRY
+from .layout import ordered, strides_of
 
 _CONTROL_FLOW_HINT = (
     "inside a jitted function arrays are abstract (only shape and dtype are known). Use "
@@ -31,16 +32,20 @@ class Tracer:
     ``out=``) give it a new version, a new IR value made by a functional update
     (:mod:`.updates`), so the graph stays SSA while the Python object behaves like NumPy's.
 
-    A view (basic indexing, ``.T``, a reshape that NumPy does without copying,
-    ``broadcast_to``) remembers its root ``_base`` and the ``_path`` of view ops that
-    derive it from the root. A write through a view updates the root, and every view
-    re-derives its value from the root's current version when it is next read
-    (``_value``), so ``b = a[1:]; a[2] = 5`` shows in ``b`` as in NumPy.
+    A view (basic indexing, with constant or traced integers, ``.T``, a reshape that NumPy
+    does without copying, ``broadcast_to``) remembers its root ``_base`` and the ``_path``
+    of view ops that derive it from the root. A write through a view updates the root,
+    and every view re-derives its value from the root's current version when it is next
+    read (``_value``), so ``b = a[1:]; a[2] = 5`` shows in ``b`` as in NumPy.
 
     ``_scalar`` marks where NumPy would hold a NumPy scalar rather than a 0-d array (the
     0-d result of a ufunc, reduction or integer index): scalars rebind on ``+=`` without
     NumPy's same-kind cast, have no ``@`` and take no item assignment. ``_readonly`` marks
     a view NumPy makes read-only (of ``broadcast_to``).
+
+    ``_strides`` is a root's layout, in elements, where it is not C order (an argument's;
+    an array made in the function in another order, as NumPy's ``order="K"``
+    makes it): which reshapes are views follows from it (:mod:`.layout`).
 
     ``_const`` is a :class:`Known` when the array's value is known while tracing (made in
     the function from constants only: ``np.zeros(3)``, ``np.ones(2)[0]``), else None.
@@ -50,7 +55,7 @@ class Tracer:
     memory."""
 
     __slots__ = ("_val", "_trace", "_scalar", "_base", "_path", "_seen", "_readonly",
-                 "_const")
+                 "_const", "_strides")
     __array_priority__ = 1000
     __hash__ = None  # like ndarray
 
@@ -63,6 +68,7 @@ class Tracer:
         self._seen = 0  # a root: its number of writes; a view: the root's, when derived
         self._readonly = False
         self._const: Known | None = None
+        self._strides: tuple | None = None  # a root's memory layout; None: C order
 
     @property
     def _value(self) -> Value:
@@ -73,6 +79,12 @@ class Tracer:
             self._val = derive(self._trace, base._val, self._path)
             self._seen = base._seen
         return self._val
+
+    def _layout(self) -> tuple[tuple[int, ...], list]:
+        """(shape, strides in elements) of this array's memory: its root's layout taken
+        through its view path."""
+        root = self if self._base is None else self._base
+        return strides_of(root.shape, root._strides, self._path)
 
     def _view_of(self, parent: Tracer, op: str, attrs: dict) -> None:
         """Make this (the result of ``op`` on ``parent``) a view of parent's root."""
@@ -188,8 +200,12 @@ class Tracer:
     # ------------------------------------------------------------ methods
     # (the ones that compute are attached by array_methods.install)
     def copy(self, order="C"):
-        """The same value in a new array of its own: writes to it leave ``self`` alone."""
+        """The same value in a new array of its own: writes to it leave ``self`` alone.
+        It is laid out in ``order`` (C by default, as ``ndarray.copy``; ``"K"`` as
+        ``np.copy``), which decides later reshapes' views as NumPy's."""
         out = Tracer(self._value, self._trace, self._scalar)
+        if order not in ("C", "c") and self.ndim > 1:
+            out._strides = ordered(order, self.shape, self._layout())
         if self._const is not None and not self._const.memory.written:  # new memory:
             out._const = Known(self._const.computed, Memory())
         return out
@@ -275,5 +291,10 @@ def known_result(op: str, impl, operands, attrs: dict, out, view: bool) -> Known
 def derive(trace, value: Value, path) -> Value:
     """``value`` (a root's) taken through the view ops of ``path``, as new nodes."""
     for op, attrs in path:
-        value = trace._emit(op, (value,), attrs, REGISTRY[op].rule(value.type, **attrs))
+        if op == "gather":  # an integer index known at run time: see core.dynamic_view
+            index, axis = attrs["index"], attrs["axis"]
+            value = trace._emit(op, (value, index), {"axis": axis},
+                                REGISTRY[op].rule(value.type, index.type, axis=axis))
+        else:
+            value = trace._emit(op, (value,), attrs, REGISTRY[op].rule(value.type, **attrs))
     return value

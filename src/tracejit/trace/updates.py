@@ -80,6 +80,8 @@ def assign(target: Tracer, new: Value) -> None:
     for (op, attrs), parent in zip(reversed(path), reversed(parents), strict=True):
         if op == "slice":
             value = _emit("update_slice", parent, value, **attrs)
+        elif op == "gather":  # x[i] with a traced i
+            value = _emit("scatter", parent, value, attrs["index"], axis=attrs["axis"])
         elif op == "reshape":
             value = _emit("reshape", value, shape=parent.type.shape)
         else:  # transpose (broadcast views are read-only)
@@ -160,8 +162,10 @@ def setitem(target: Tracer, key, value) -> None:
 
 
 def _advanced(key) -> bool:
+    """Whether ``key`` has an advanced index (a traced integer alone is a basic one)."""
     keys = key if isinstance(key, tuple) else (key,)
-    return any(isinstance(k, (list, np.ndarray, Tracer)) for k in keys)
+    return any(isinstance(k, (list, np.ndarray)) or isinstance(k, Tracer) and not (
+        k.ndim == 0 and k.dtype.kind in "iu") for k in keys)
 
 
 def _write(x: Value, key: list, value) -> Value:
