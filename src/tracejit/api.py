@@ -1422,6 +1422,8 @@ def _take_view(leaf, path: tuple, leaves: tuple, outs):
             leaf = leaf[slice_key(**attrs)]
         elif op == "gather":  # x[i]: i an argument, or an output (trace._caller_path)
             index = leaves[attrs["leaf"]] if "leaf" in attrs else outs[attrs["output"]]
+            if targets.device_of(index) not in (None, targets.CPU):  # a GPU's 0-d result
+                index = targets.to_host(index)
             leaf = leaf[(slice(None),) * attrs["axis"] + (int(index),)]
         elif op == "transpose":
             leaf = leaf.transpose(attrs["perm"])
