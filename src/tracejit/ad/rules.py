@@ -426,11 +426,26 @@ def _update_slice_rule(g, ans, x, updates, *, starts, stops, steps):
 
 
 def _scatter_rule(g, ans, x, updates, *idx, axis):
-    """JAX's ``.at[idx].set`` (each written position's cotangent goes to its update: with
-    repeated traced indices, to each of them)."""
+    """JAX's ``.at[idx].set`` with NumPy's repeated indices: of the updates written to one
+    position only the last stays (the forward scatter keeps it on every backend), so only
+    it takes that position's cotangent, and x none at any written position."""
     zeros = bind("full", shape=updates.shape, dtype=g.dtype, value=0)
-    return ((bind("scatter", g, zeros, *idx, axis=axis), bind("gather", g, *idx, axis=axis))
-            + (None,) * len(idx))
+    kept = _where(_last_written(idx, x.shape, axis), bind("gather", g, *idx, axis=axis), 0)
+    return (bind("scatter", g, zeros, *idx, axis=axis), kept) + (None,) * len(idx)
+
+
+def _last_written(idx, shape: tuple[int, ...], axis: int):
+    """Whether each update of ``scatter(x, updates, *idx, axis)`` is the last written to
+    its position, shaped to broadcast against the updates. Made in the graph (scatter
+    each update's number, read back which number stayed) because traced indices are
+    known only at run time; it is made of ops with rules, so second order composes."""
+    batch = tuple(np.broadcast_shapes(*(i.shape for i in idx)))
+    number = np.arange(math.prod(batch), dtype=np.int64).reshape(batch)
+    blank = bind("full", shape=shape[axis:axis + len(idx)], dtype=np.int64, value=-1)
+    stayed = bind("gather", bind("scatter", blank, number, *idx, axis=0), *idx, axis=0)
+    last = bind("equal", stayed, number)
+    return bind("reshape", last, shape=(1,) * axis + batch + (1,) * (len(shape) - axis
+                                                                       - len(idx)))
 
 
 # ---------------------------------------------------------------- the table

@@ -82,8 +82,31 @@ def _scatter_add(cupy, x, updates, *idx, axis):
 
 def _scatter(cupy, x, updates, *idx, axis):
     out = x.copy()
-    out[_indices(cupy, x, idx, axis)] = updates
+    key = _indices(cupy, x, idx, axis)
+    out[key] = _last_wins(cupy, x.shape, updates, idx, axis)
     return out
+
+
+def _last_wins(cupy, shape, updates, idx, axis):
+    """``updates`` with every update to a repeated position replaced by the last one to
+    it. CuPy's assignment writes in parallel, so which of several updates to one position
+    stays is undefined (CuPy's documentation); once they agree, any order leaves NumPy's
+    answer, the last. The last is found by a stable argsort of each update's position (a
+    number per position of the indexed axes, read through the same indices): the last of
+    each run of equal positions, one before where ``searchsorted(side="right")`` puts it."""
+    batch = tuple(np.broadcast_shapes(*(getattr(i, "shape", ()) for i in idx)))
+    k = int(np.prod(batch))
+    if k < 2:
+        return updates
+    dims = shape[axis:axis + len(idx)]
+    numbers = cupy.cumsum(cupy.full((int(np.prod(dims)),), 1, np.int64), dtype=np.int64)
+    position = cupy.broadcast_to(numbers.reshape(dims)[tuple(idx)], batch).reshape((k,))
+    order = cupy.argsort(position)  # stable (thrust), so equal positions keep their order
+    after = cupy.searchsorted(position[order], position, side="right")  # in 1..k
+    last = cupy.concatenate([order[:1], order])[after]  # order[after - 1]
+    rest = updates.shape[axis + len(batch):]
+    flat = updates.reshape(updates.shape[:axis] + (k,) + rest)
+    return flat[(slice(None),) * axis + (last,)].reshape(updates.shape)
 
 
 def _update_slice(cupy, x, updates, *, starts, stops, steps):
