@@ -16,7 +16,6 @@ from numpy_compare import NumpyLax, numeric_grad
 
 import tracejit as tj
 from tracejit.backends.cuda import library
-from tracejit.errors import InternalCompilerError
 
 RNG = np.random.default_rng(40)
 I1 = np.array([1, 3, 1, 4, 3, 1])  # position 1 three times, 3 twice
@@ -147,14 +146,9 @@ def test_first_order_matches_finite_differences(backend, name, traced):
 
 @pytest.mark.parametrize("traced", [True, False], ids=["traced", "constant"])
 @pytest.mark.parametrize("name", CASES)
-def test_second_order_matches_finite_differences(request, backend, name, traced):
+def test_second_order_matches_finite_differences(backend, name, traced):
     """The Hessian-vector product ``grad(<grad(F), u>)`` against central differences,
     along ``u``, of NumPy's finite-difference gradient."""
-    if backend == "cuda" and name == "imul_two_indices_axis1" and not traced:
-        request.applymarker(pytest.mark.xfail(
-            raises=InternalCompilerError, reason="the CUDA runner hands a folded constant "
-            "in Fortran order to a kernel that reads C order (not the scatter; fails at "
-            "b2680a9 too)"))
     f, oracle, xs, idx, n = _setup(name, traced)
     us = [RNG.standard_normal(np.shape(x)) for x in xs]
     first = tj.grad(f, argnums=tuple(range(n)))

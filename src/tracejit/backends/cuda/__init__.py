@@ -221,9 +221,9 @@ def _runner(graph: Graph, profile: bool, kernels: dict | None, prefix: str = "")
                      device=dev, empty=cupy.empty, to_host=targets.to_host,
                      to_device=to_device, sync=dev.synchronize, clock=time.perf_counter,
                      record=ignore, **kernels)
-    with dev:  # constants used on the GPU are copied there once, here
-        for const in code.device_constants:
-            namespace[const] = cupy.asarray(namespace[const])
+    with dev:  # constants used on the GPU are copied there once, here, in the C order
+        for const in code.device_constants:  # the kernels read (a folded one may not be)
+            namespace[const] = cupy.ascontiguousarray(cupy.asarray(namespace[const]))
     filename = f"<tracejit cuda runner: {graph.name} {id(code):x}>"
     linecache.cache[filename] = (len(code.source), None, code.source.splitlines(True), filename)
     exec(builtins.compile(code.source, filename, "exec"), namespace)
