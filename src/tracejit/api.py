@@ -1424,7 +1424,7 @@ def _take_view(leaf, path: tuple, leaves: tuple, outs):
             index = leaves[attrs["leaf"]] if "leaf" in attrs else outs[attrs["output"]]
             if targets.device_of(index) not in (None, targets.CPU):  # a GPU's 0-d result
                 index = targets.to_host(index)
-            leaf = leaf[(slice(None),) * attrs["axis"] + (int(index),)]
+            leaf = leaf[(slice(None),) * attrs["axis"] + (int(index), Ellipsis)]  # (0-d: a view)
         elif op == "transpose":
             leaf = leaf.transpose(attrs["perm"])
         elif op == "reshape":
@@ -1517,7 +1517,8 @@ def _view_copy(out):
     result of its own is no contiguous copy): the view of a copy of its base, where that
     is a C-ordered host array; else a copy as ``_copy`` makes it."""
     base = out.base if type(out) is np.ndarray else None
-    if type(base) is not np.ndarray or not base.flags.c_contiguous:
+    if type(base) is not np.ndarray or not base.flags.c_contiguous or base.size < out.size \
+            or 0 in out.strides:  # (a broadcast: a copy of its own, as NumPy's view has)
         return _copy(out)
     offset = out.__array_interface__["data"][0] - base.__array_interface__["data"][0]
     return np.ndarray(out.shape, out.dtype, buffer=base.copy(), offset=offset,

@@ -465,7 +465,8 @@ def _gather_rule(x: TensorType, *idx: TensorType, axis: int) -> TensorType:
 
 
 def _gather(x, *idx, axis):
-    return np.asarray(x)[(slice(None),) * axis + idx]
+    # (a 0-d index array is an advanced index: a copy, never a view of x)
+    return np.asarray(x)[(slice(None),) * axis + tuple(np.asarray(i) for i in idx)]
 
 
 register("gather", Kind.INDEXING, _gather_rule, _gather,

@@ -107,7 +107,9 @@ def _memories(out_leaves: list, leaves: list[Tracer],
     for root in roots:
         if root is not None and id(root) not in arguments:
             shared[id(root)] = shared.get(id(root), 0) + 1
-    holders = {id(out): k for k, out in enumerate(out_leaves)}
+    holders: dict[int, int] = {}  # the first output that is each array
+    for k, out in enumerate(out_leaves):
+        holders.setdefault(id(out), k)
     extra: dict[int, OutputMemory] = {}
     found = []
     for out, root in zip(out_leaves, roots, strict=True):
@@ -116,7 +118,9 @@ def _memories(out_leaves: list, leaves: list[Tracer],
             continue
         number = numbers.setdefault(id(root), len(numbers))
         derived = None
-        if out._base is not None and shared.get(id(root), 0) > 1:
+        if out._base is None and holders.get(id(out), len(found)) < len(found):
+            derived = (holders[id(out)], ())  # returned again: the same array, as NumPy's
+        elif out._base is not None and shared.get(id(root), 0) > 1:
             holder = holders.get(id(root))
             if holder is None:  # the buffer is no output: a hidden one
                 holder = holders[id(root)] = len(out_leaves) + len(hidden)

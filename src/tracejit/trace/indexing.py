@@ -96,6 +96,7 @@ def _masks_to_indices(key, shape):
 
 def getitem(x, key):
     t = aval(x)
+    ellipsis = any(k is Ellipsis for k in (key if isinstance(key, tuple) else (key,)))
     key = expand_key(key, t.shape)
     # None inserts a size-1 axis: do it first, then index that axis with a full slice.
     new_axes = [i for i, k in enumerate(key) if k is None]
@@ -109,8 +110,9 @@ def getitem(x, key):
         out = _dynamic_index(basic_index(x, shape, [slice(None) if _traced_int(k) else k
                                                     for k in key]), key)
         if any(is_int(k) or _traced_int(k) for k in key) and aval(out).ndim == 0 and \
-                isinstance(out, Tracer):
+                isinstance(out, Tracer) and not ellipsis:
             # x[i, j] of an array is a NumPy scalar: a copy, which later writes leave alone
+            # (x[..., j] is a 0-d view)
             out = out.copy()  # (keeping a known value: int(np.ones(2)[0]))
             out._scalar = True
         return out
