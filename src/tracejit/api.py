@@ -1504,7 +1504,7 @@ def _copiers(graph: Graph, memories: tuple) -> list:
         elif memory.view:
             copiers.append(_view_copy if shared else None)
         elif memory.strides is not None:
-            copiers.append(functools.partial(_laid_out, strides=memory.strides))
+            copiers.append(_layout(memory.strides))
         elif shared or (node is not None and node.op in _VIEWS | {"broadcast_to"}):
             copiers.append(_c_copy)
         else:
@@ -1533,16 +1533,21 @@ def _c_copy(out):
     return np.array(out, order="C") if where in (None, targets.CPU) else out.copy()
 
 
-def _laid_out(out, strides: tuple[int, ...]):
-    """A copy of ``out`` in memory laid out as ``strides`` (in elements, contiguous in some
+def _layout(strides: tuple[int, ...]):
+    """The copier that lays a result out as ``strides`` (in elements, contiguous in some
     order of the axes) lay it: NumPy's layout for an array it allocated in ``order="K"``.
-    (A GPU's or Dask's array is copied in C order: only the host's layouts are NumPy's.)"""
+    The order of the axes is found here, once a signature, not per call."""
+    perm = tuple(sorted(range(len(strides)), key=lambda a: -strides[a]))  # outermost first
+    inverse = tuple(int(a) for a in np.argsort(perm))
+    return functools.partial(_laid_out, perm=perm, inverse=inverse)
+
+
+def _laid_out(out, perm: tuple[int, ...], inverse: tuple[int, ...]):
+    """A copy of ``out`` whose memory holds it in the axis order ``perm`` (a GPU's or
+    Dask's array is copied in C order: only the host's layouts are NumPy's)."""
     if type(out) is not np.ndarray:
         return _c_copy(out)
-    perm = sorted(range(out.ndim), key=lambda a: -strides[a])  # outermost first
-    laid = np.empty([out.shape[a] for a in perm], out.dtype).transpose(np.argsort(perm))
-    laid[...] = out
-    return laid
+    return out.transpose(perm).copy().transpose(inverse)
 
 
 def _tuple_finisher(scalar: list[bool]):
