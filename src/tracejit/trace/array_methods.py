@@ -14,6 +14,7 @@ from types import FunctionType
 
 import numpy as np
 
+from ..errors import DTypeError, UnsupportedOperation
 from . import (  # noqa: F401
     histograms,
     numpy_api,
@@ -24,6 +25,7 @@ from . import (  # noqa: F401
     traced_quantiles,
     updates,
 )
+from .core import bind
 from .indexing import getitem
 from .tracer import Tracer
 
@@ -57,9 +59,28 @@ class _ArrayMethods:
     def real(self) -> Tracer:
         return numpy_more.real(self)
 
+    @real.setter
+    def real(self, value) -> None:
+        _set_part(self, "real", value)
+
     @property
     def imag(self) -> Tracer:
         return numpy_more.imag(self)
+
+    @imag.setter
+    def imag(self, value) -> None:
+        _set_part(self, "imag", value)
+
+    @Tracer.shape.setter
+    def shape(self, value) -> None:
+        dims = ", ".join(map(str, value if isinstance(value, (tuple, list)) else (value,)))
+        _refuse_set("shape", f"use x = x.reshape({dims}): a view of the same memory "
+                    "wherever NumPy's shape assignment would succeed")
+
+    @Tracer.dtype.setter
+    def dtype(self, value) -> None:
+        _refuse_set("dtype", "reinterpreting memory is not traced; x = x.astype(dtype) "
+                    "converts the values instead")
 
     def conj(self):
         return np.conjugate(self)
@@ -97,11 +118,12 @@ class _ArrayMethods:
 
     # ------------------------------------------------------------ methods
     def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
-        out = numpy_api.astype(self, dtype, casting=casting)
-        return out.copy() if out is self and copy else out
+        out = numpy_api.astype(self, dtype, casting=casting, copy=False)
+        return out.copy(order) if copy and out is self else out
 
     def reshape(self, *shape, order="C", copy=None):
-        return numpy_api.reshape(self, shape[0] if len(shape) == 1 else shape, order=order)
+        return numpy_api.reshape(self, shape[0] if len(shape) == 1 else shape, order=order,
+                                 copy=copy)
 
     def transpose(self, *axes):
         if len(axes) == 1 and not isinstance(axes[0], int):
@@ -197,6 +219,36 @@ class _ArrayMethods:
     def __rdivmod__(self, other):
         return (numpy_api.operator(np.floor_divide, other, self),
                 numpy_api.operator(np.remainder, other, self))
+
+
+def _set_part(z: Tracer, part: str, value) -> None:
+    """``z.real = v`` / ``z.imag = v`` (and so ``z.real *= 2``, which Python runs as
+    ``z.real = z.real * 2``): NumPy writes ``v`` into that part of z's memory, cast and
+    broadcast as item assignment does. Written here as the whole of z, the other part
+    kept; a real z's real part is z itself, and it has no imaginary part to set."""
+    if z._scalar or z.aval.weak:
+        raise UnsupportedOperation(f"attribute {part!r} of a scalar is not writable (NumPy's "
+                                   "and Python's scalars cannot change)",
+                                   hint=f"make a new value: z = z + (v - z.{part})")
+    if z.dtype.kind != "c":
+        if part == "imag":
+            raise DTypeError("array does not have imaginary part to set",
+                             hint="make the array complex first: z = x.astype(complex)")
+        if value is not z:  # (x.real *= 2 has written x already)
+            updates.setitem(z, Ellipsis, value)
+        return
+    new = numpy_more.real(z) if part == "real" else numpy_more.imag(z)  # new memory,
+    updates.setitem(new, Ellipsis, value)  # where v is cast and broadcast as NumPy does
+    other = numpy_more.imag(z) if part == "real" else numpy_more.real(z)
+    updates.setitem(z, Ellipsis, bind("complex", *((new, other) if part == "real" else
+                                                   (other, new))))
+
+
+def _refuse_set(name: str, hint: str) -> None:
+    """Assigning ``x.shape``/``x.dtype`` changes the array object in place; a traced array
+    cannot (its views and its version in the graph would disagree)."""
+    raise UnsupportedOperation(f"setting ndarray.{name} of a traced array is not supported",
+                               hint=hint)
 
 
 def _augmented_subscript(frame) -> bool:

@@ -9,7 +9,9 @@ replaced through :mod:`.intercept` while a trace runs, for calls from the user's
   holding Tracers is built with ``stack`` and ``astype`` at trace level; its dtype and
   shape are NumPy's own, found by calling NumPy on stand-ins of the leaves (so Python
   scalars count as in array coercion: ``np.array([float32_x, 2.0])`` is float64). An
-  ``obj`` without Tracers goes to NumPy unchanged.
+  ``obj`` without Tracers goes to NumPy unchanged. Of a traced array, the result is that
+  array itself exactly where NumPy's is (``asarray``; ``copy=False``; ``order="C"``
+  of a C-contiguous one), else new memory.
 * The buffers are Tracers (``full`` or ``constant`` nodes) whose value is known
   (``Tracer._const``): filling them with traced values traces, concrete uses
   (``.tolist()``, ``int(b[0])``, ``if b.any():``) answer as NumPy would. ``np.empty``
@@ -26,6 +28,7 @@ from ..errors import ShapeError, UnsupportedOperation
 from . import intercept
 from . import numpy_api as npa
 from .core import bind, current
+from .layout import c_contiguous, fortran_contiguous
 from .tracer import Known, Memory, Tracer, _concretization_error
 
 _FAST = frozenset({float, int, bool, complex, str, np.ndarray})
@@ -93,10 +96,20 @@ def _build(obj, dtype: np.dtype):
     return np.array(obj, dtype=dtype)
 
 
-def traced_array(obj, dtype=None, copy=True, ndmin: int = 0):
-    """``np.array(obj, dtype, copy=copy, ndmin=ndmin)`` for an ``obj`` holding Tracers."""
-    if isinstance(obj, Tracer) and (dtype is None or np.dtype(dtype) == obj.dtype):
-        out = obj if copy is False or (copy is None and not obj._scalar) else obj.copy()
+def traced_array(obj, dtype=None, copy=True, ndmin: int = 0, order=None):
+    """``np.array(obj, dtype, copy=copy, order=order, ndmin=ndmin)`` for an ``obj``
+    holding Tracers. A traced array ``obj`` comes back itself where NumPy's does: no
+    ``copy`` asked for (False or None), and neither ``dtype`` nor ``order`` ("C" or "F")
+    asks for a change; ``copy=False`` where one does raises NumPy's error."""
+    order = "K" if order is None else order.upper()
+    same_dtype = dtype is None or (isinstance(obj, Tracer) and np.dtype(dtype) == obj.dtype)
+    if copy is False and isinstance(obj, Tracer) and not (obj._scalar or obj.aval.weak) and \
+            not (same_dtype and contiguous(obj, order)):
+        raise ShapeError("Unable to avoid copy while creating an array as requested.",
+                         hint="use np.asarray(obj) to allow a copy when needed")
+    if isinstance(obj, Tracer) and same_dtype:
+        keep = copy is False or (copy is None and not obj._scalar and contiguous(obj, order))
+        out = obj if keep else obj.copy(order)
         if out.aval.weak or out._scalar:  # NumPy makes a 0-d array of a scalar
             out = npa._strong(out.copy() if out is obj else out)
             out._scalar = False
@@ -124,14 +137,14 @@ def array(original, obj, *args, **kwargs):
 
 def _traced_np_array(obj, dtype=None, *, copy=True, order="K", subok=False, ndmin=0,
                      like=None):
-    return traced_array(obj, dtype, copy, ndmin)
+    return traced_array(obj, dtype, copy, ndmin, order)
 
 
-def _as_array(name: str, ndmin: int = 0):
-    def impl(original, a, dtype=None, *args, **kwargs):
-        if not has_tracer(a) or kwargs.get("like") is not None:
-            return original(a, dtype, *args, **kwargs)
-        return traced_array(a, dtype, kwargs.get("copy"), ndmin)
+def _as_array(name: str):
+    def impl(original, a, dtype=None, order=None, *, device=None, copy=None, like=None):
+        if not has_tracer(a) or like is not None:
+            return original(a, dtype, order, device=device, copy=copy, like=like)
+        return traced_array(a, dtype, copy, 0, order)
 
     impl.__name__ = name
     return intercept.replaces(np, name)(impl)
@@ -139,7 +152,26 @@ def _as_array(name: str, ndmin: int = 0):
 
 asarray = _as_array("asarray")
 asanyarray = _as_array("asanyarray")
-ascontiguousarray = _as_array("ascontiguousarray", ndmin=1)
+
+
+@intercept.replaces(np, "ascontiguousarray")
+def ascontiguousarray(original, a, dtype=None, *, like=None):
+    """NumPy's ``array(a, dtype, copy=None, order="C", ndmin=1)``: a copy of an array that
+    is not C-contiguous (``x.T``, ``x[:, ::2]``)."""
+    if not has_tracer(a) or like is not None:
+        return original(a, dtype, like=like)
+    return traced_array(a, dtype, None, 1, "C")
+
+
+def contiguous(x: Tracer, order: str) -> bool:
+    """Whether ``x``'s memory is laid out as ``order`` asks, as NumPy's flags tell: "C"
+    or "F" contiguous ("A" and "K" ask for nothing), from its root's layout and its path
+    of view ops."""
+    if order not in ("C", "F") or x._scalar or x.aval.weak:
+        return True
+    shape, strides = x._layout()
+    return c_contiguous(shape, strides) if order == "C" else \
+        fortran_contiguous(shape, strides)
 
 
 # ---------------------------------------------------------------- buffers

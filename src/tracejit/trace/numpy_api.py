@@ -3,6 +3,29 @@
 Each function here has NumPy's signature and semantics and is built from registry ops
 (``bind``). Functions that are compositions in NumPy (mean, var, tensordot, roll, ...) are
 compositions here too, following NumPy's own definitions so dtypes and values agree.
+
+Memory is NumPy's too: a result is a view of an operand (a write through either shows in
+the other) exactly where NumPy's is, and a new array everywhere else, also where a
+parameter makes the computation trivial (:func:`fresh` copies then). What NumPy returns:
+
+==================  ======================================================================
+the operand itself  ``asarray``, ``array``/``astype`` with ``copy=False`` and nothing to
+                    change, ``real``/``real_if_close`` of a real array, ``diff(n=0)``,
+                    ``linalg.matrix_power(a, 1)``, ``nan_to_num(copy=False)``
+a view              ``reshape``/``ravel`` where no copy is needed, ``transpose``,
+                    ``swapaxes``, ``moveaxis``, ``rollaxis``, ``squeeze``,
+                    ``expand_dims``, ``atleast_*d``, ``broadcast_to``/``_arrays``,
+                    basic indexing, ``split`` and its kin, ``flip`` and its kin,
+                    ``rot90``, ``diagonal`` and ``diag`` of 2-d (both read-only),
+                    ``real``/``imag`` of complex, ``einsum`` of one operand that sums
+                    nothing (whatever its ``dtype=``), ``meshgrid(copy=False)``,
+                    ``ascontiguousarray`` of a C-contiguous array
+a new array         everything else, whatever the parameters: ``copy``, ``array``,
+                    ``astype``, ``flatten``, ``roll``, ``tile``, ``repeat``, ``take``,
+                    ``round`` (of integers too), ``concatenate``/``stack`` of one array,
+                    ``pad``, ``resize``, ``clip``, ``sort``, ``block``, ``meshgrid``,
+                    ``nan_to_num``, ``imag`` of a real array (read-only zeros)
+==================  ======================================================================
 """
 
 from __future__ import annotations
@@ -78,6 +101,31 @@ def _strong(x):
     """NumPy functions never return weakly typed values; only Python operators keep them."""
     if isinstance(x, Tracer) and x.aval.weak:
         return bind("convert", x, dtype=x.dtype)
+    return x
+
+
+def same_memory(x, y) -> bool:
+    """Whether traced arrays ``x`` and ``y`` are views of one array (or that array)."""
+    return isinstance(x, Tracer) and isinstance(y, Tracer) and \
+        (x if x._base is None else x._base) is (y if y._base is None else y._base)
+
+
+def fresh(result, *operands):
+    """``result`` as the new array NumPy's function returns: a copy where it is one of
+    ``operands`` or a view of one's memory, as a trivial parameter (a shift of 0, one
+    repetition, ``decimals=0`` of integers) makes it. Writes to it, in the function or by
+    the caller, then leave the operands alone, as NumPy's. (In the result's own layout,
+    as NumPy's ``np.array(a, copy=True)`` on those paths.)"""
+    if builtins.any(same_memory(result, a) for a in operands):
+        return result.copy("K")
+    return result
+
+
+def read_only(x):
+    """``x``, an array NumPy makes read-only (a diagonal, ``imag`` of a real array):
+    writes to it, or to views of it, raise ReadOnlyDestination (NumPy's ValueError)."""
+    if isinstance(x, Tracer):
+        x._readonly = True
     return x
 
 
@@ -441,8 +489,8 @@ def astype(x, dtype, /, *, copy=True, device=None, casting="unsafe"):
     if casting != "unsafe" and not np.can_cast(t.dtype, dtype, casting):
         raise DTypeError(f"Cannot cast array data from {t.dtype!r} to {dtype!r} "
                          f"according to the rule {casting!r}")
-    if t.dtype == dtype and not t.weak:
-        return x.copy() if isinstance(x, Tracer) else x  # a new array, as NumPy's
+    if t.dtype == dtype and not t.weak:  # a new array unless copy=False says it need not
+        return x.copy("K") if isinstance(x, Tracer) and copy else x
     return bind("convert", x, dtype=dtype)
 
 
@@ -673,13 +721,20 @@ def outer(a, b, out=None):
 @implements(np.einsum)
 @_writes_out("unsafe")
 def einsum(*operands, out=None, optimize=False, dtype=None, order="K", casting="safe"):
-    """Two-operand contractions become transposes + one batched matmul, applied left to
+    """A label repeated in one operand takes that operand's diagonal (a view, as NumPy's);
+    then two-operand contractions become transposes + one batched matmul, applied left to
     right; labels used by no later operand and not in the output are summed first."""
     if not operands or not isinstance(operands[0], str):
         raise _unsupported("einsum", " in the interleaved (operand, sublist) form")
     subscripts, arrays = operands[0].replace(" ", ""), list(operands[1:])
     arrays = [_as_strong_operand(x) for x in arrays]
     ins, out_labels = _parse_einsum(subscripts, [aval(x) for x in arrays])
+    for k, labels in enumerate(ins):
+        arrays[k], ins[k] = _einsum_diagonals(arrays[k], labels, k)
+    if len(arrays) == 1 and set(ins[0]) == set(out_labels):
+        # NumPy returns a view of a lone operand where nothing is summed (its
+        # get_single_op_view), in the operand's dtype whatever dtype= says
+        return transpose(arrays[0], [ins[0].index(lab) for lab in out_labels])
     result_dtype = np.result_type(*[aval(x).dtype for x in arrays]) if dtype is None else dtype
     arrays = [astype(x, result_dtype, casting="unsafe") for x in arrays]
     sizes: dict[str, int] = {}
@@ -688,7 +743,8 @@ def einsum(*operands, out=None, optimize=False, dtype=None, order="K", casting="
             if sizes.get(lab, 1) not in (1, d) and d != 1:
                 raise ShapeError(f"einsum: size of label '{lab}' differs between operands "
                                  f"({sizes[lab]} vs {d})")
-            sizes[lab] = builtins.max(sizes.get(lab, 1), d)
+            if d != 1 or lab not in sizes:  # (1 broadcasts against any size, 0 too)
+                sizes[lab] = d
     acc, acc_labels = arrays[0], ins[0]
     for i in range(1, len(arrays)):
         rest = set(out_labels).union(*ins[i + 1:])  # labels still needed after this step
@@ -720,8 +776,6 @@ def _parse_einsum(subscripts: str, types: list[TensorType]):
         if len(term) != t.ndim:
             raise ShapeError(f"einsum: subscript '{term}' has {len(term)} labels for an operand "
                              f"of {t.ndim} dimensions")
-        if len(set(term)) != len(term):
-            raise _unsupported("einsum", f" with a repeated label in one operand ('{term}')")
         ins.append(term)
     if out is None:
         counts = "".join(ins)
@@ -731,6 +785,22 @@ def _parse_einsum(subscripts: str, types: list[TensorType]):
     if builtins.any(c not in "".join(ins) for c in out) or len(set(out)) != len(out):
         raise ShapeError(f"einsum: invalid output subscripts '{out}'")
     return ins, out
+
+
+def _einsum_diagonals(x, labels: str, k: int):
+    """Operand ``k``, ``x``, with each label repeated in its ``labels`` made one axis,
+    the last, by taking the diagonal of the repeated axes, and its labels then."""
+    while len(set(labels)) != len(labels):
+        lab = next(c for c in labels if labels.count(c) > 1)
+        i = labels.index(lab)
+        j = labels.index(lab, i + 1)
+        shape = aval(x).shape
+        if shape[i] != shape[j]:
+            raise ShapeError(f"einsum: dimensions in operand {k} for collapsing index "
+                             f"'{lab}' don't match ({shape[i]} != {shape[j]})")
+        x = diagonal_view(x, 0, i, j)
+        labels = "".join(c for n, c in enumerate(labels) if n not in (i, j)) + lab
+    return x, labels
 
 
 def _einsum_sum_out(x, labels: str, keep: set):
@@ -784,9 +854,14 @@ def reshape(a, /, shape=None, order="C", *, copy=None):
         if known == 0 or t.size % known:
             raise ShapeError(f"cannot reshape array of size {t.size} into shape {shape}")
         shape = tuple(t.size // known if d == -1 else d for d in shape)
-    if shape == t.shape and isinstance(a, Tracer):
-        return a
-    return bind("reshape", a, shape=shape)
+    out = a if shape == t.shape and isinstance(a, Tracer) else bind("reshape", a, shape=shape)
+    if copy:
+        return out.copy() if isinstance(out, Tracer) else out
+    if copy is False and isinstance(a, Tracer) and not (a._scalar or t.weak) and \
+            not same_memory(out, a):  # (a layout no reshape can view)
+        raise ShapeError("Unable to avoid creating a copy while reshaping.",
+                         hint="leave copy= out (or None) to copy where needed")
+    return out
 
 
 @implements(np.ravel)
@@ -833,6 +908,20 @@ def moveaxis(a, source, destination):
     for dest, src in sorted(zip(destination, source, strict=True)):
         order.insert(dest, src)
     return transpose(a, order)
+
+
+def diagonal_view(a, offset: int, axis1: int, axis2: int):
+    """The diagonal of ``a`` over two distinct normalised axes, as its last axis: a
+    strided slice of the two flattened, so a view of ``a`` as NumPy's diagonals are
+    (``np.diagonal``'s, read-only there, and einsum's ``'ii->i'``)."""
+    x = moveaxis(a, (axis1, axis2), (-2, -1))
+    *batch, rows, cols = aval(x).shape
+    k = int(offset)
+    n = builtins.max(0, builtins.min(rows, cols - k) if k >= 0 else builtins.min(rows + k, cols))
+    flat = reshape(x, (*batch, rows * cols))
+    start = k if k >= 0 else -k * cols
+    key = slice(start, start + (cols + 1) * (n - 1) + 1, cols + 1) if n else slice(0, 0)
+    return basic_index(flat, aval(flat).shape, [slice(None)] * len(batch) + [key])
 
 
 def normalize_axes_ordered(axis, ndim) -> list[int]:
@@ -998,9 +1087,13 @@ def flipud(m):
 
 @implements(np.roll)
 def roll(a, shift, axis=None):
+    return fresh(_rolled(a, shift, axis), a)  # (a new array also for whole turns)
+
+
+def _rolled(a, shift, axis):
     t = aval(a)
     if axis is None:
-        return reshape(roll(ravel(a), shift, 0), t.shape)
+        return reshape(_rolled(ravel(a), shift, 0), t.shape)
     shifts: dict[int, int] = {}
     for s, ax in np.broadcast(shift, axis):
         ax = normalize_axis(int(ax), t.ndim)
@@ -1059,7 +1152,7 @@ def tile(A, reps):
     wide = tuple(x for r, s in zip(reps, shape, strict=True) for x in (r, s))
     out = reshape(broadcast_to(reshape(A, spread), wide), tuple(r * s for r, s in
                                                                   zip(reps, shape, strict=True)))
-    return out
+    return fresh(out, A)  # (all reps 1: views of A)
 
 
 @implements(np.repeat)
@@ -1067,7 +1160,7 @@ def repeat(a, repeats, axis=None):
     if isinstance(repeats, Tracer):
         raise ConcretizationError("np.repeat with traced repeats has a data-dependent shape",
                                   hint="pass repeats as a static value")
-    a = _as_strong_operand(a)
+    original = a = _as_strong_operand(a)
     if axis is None:
         a, axis = ravel(a), 0
     t = aval(a)
@@ -1079,7 +1172,8 @@ def repeat(a, repeats, axis=None):
             raise ShapeError("negative dimensions are not allowed")
         expanded = reshape(a, t.shape[:axis + 1] + (1,) + t.shape[axis + 1:])
         wide = broadcast_to(expanded, t.shape[:axis + 1] + (r,) + t.shape[axis + 1:])
-        return reshape(wide, t.shape[:axis] + (n * r,) + t.shape[axis + 1:])
+        return fresh(reshape(wide, t.shape[:axis] + (n * r,) + t.shape[axis + 1:]),
+                     original)  # (one repetition: views of a)
     index = np.repeat(np.arange(n), repeats)  # static: raises NumPy's own errors
     return bind("gather", a, index, axis=axis)
 
@@ -1134,7 +1228,7 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, d
 
 @implements(np.copy)
 def copy(a, order="K", subok=False):
-    return a.copy() if isinstance(a, Tracer) else a  # a copy of an argument is no argument
+    return a.copy(order) if isinstance(a, Tracer) else a  # a copy of an argument is no argument
 
 
 @implements(np.shape)
@@ -1191,6 +1285,7 @@ def clip(a, a_min=_NO, a_max=_NO, out=None, *, min=_NO, max=_NO):
             lo = None
         if type(hi) is int and hi >= np.iinfo(dtype).max:
             hi = None
+        lo, hi = _int_bound(lo, dtype), _int_bound(hi, dtype)
     if lo is None and hi is None:
         return _strong(bind("positive", a))  # what NumPy computes (so bool is rejected)
     if lo is None:
@@ -1198,6 +1293,23 @@ def clip(a, a_min=_NO, a_max=_NO, out=None, *, min=_NO, max=_NO):
     if hi is None:
         return _strong(bind("maximum", a, lo))
     return _strong(bind("clip", a, lo, hi))
+
+
+def _int_bound(bound, dtype: np.dtype):
+    """A clip bound that is a traced Python int (an argument), for an array of integer
+    ``dtype``: NumPy drops such a bound where it lies beyond the dtype's range on its own
+    side (``np.clip(int8_x, 5, 300)`` clips below only), which its value, known at run
+    time, decides; so it is clamped into the dtype's range, where clipping at the end of
+    the range changes nothing, and converted to ``dtype``. (A bound beyond the other end,
+    ``hi=-300``, which NumPy refuses with OverflowError, clamps too.)"""
+    if not isinstance(bound, Tracer) or not bound.aval.weak or bound.dtype.kind not in "iu":
+        return bound
+    info, wide = np.iinfo(dtype), np.iinfo(bound.dtype)
+    if info.min > wide.min:
+        bound = bind("maximum", bound, int(info.min))
+    if info.max < wide.max:
+        bound = bind("minimum", bound, int(info.max))
+    return bind("convert", bound, dtype=dtype)
 
 
 @implements(np.around, np.round)
@@ -1209,8 +1321,8 @@ def around(a, decimals=0, out=None):
         parts = (around(bind(part, a), decimals) for part in ("real", "imag"))
         return bind("complex", *parts)
     if t.dtype.kind in "iu":
-        if decimals >= 0:
-            return a
+        if decimals >= 0:  # NumPy's np.round(int8(3)) is an int8 scalar, in new memory
+            return _scalar_result(fresh(_strong(a), a))
         f = 10 ** -decimals
         r = bind("multiply", bind("rint", bind("true_divide", a, f)), f)
         return astype(r, t.dtype)
@@ -1305,6 +1417,10 @@ def take(a, indices, axis=None, out=None, mode="raise"):
     if math.prod(t.shape[:axis]) == 0 or aval(indices).size == 0:
         # NumPy's take checks indices once per leading position: with none, none is checked
         return bind("full", shape=out_shape, dtype=t.dtype, value=0)
+    if aval(indices).ndim == 0:  # as a 1-element index: a gather at a 0-d one is x[..., i],
+        one = reshape(indices, (1,)) if isinstance(indices, Tracer) else \
+            np.reshape(indices, (1,))  # which the backends may return as a view of x
+        return reshape(gather(a, [one], axis), out_shape)
     return gather(a, [indices], axis)
 
 

@@ -41,7 +41,7 @@ from ..errors import (
 )
 from ..ir.ops import normalize_axes, normalize_axis
 from ..ir.signal_ops import MODES
-from . import creation, loops
+from . import creation, loops, updates
 from .core import bind
 from .numpy_api import (
     COMPOSED_UFUNCS,
@@ -62,9 +62,11 @@ from .numpy_api import (
     broadcast_arrays,
     broadcast_to,
     concatenate,
+    diagonal_view,
     einsum,
     expand_dims,
     flip,
+    fresh,
     implements,
     matmul,
     max,
@@ -74,6 +76,7 @@ from .numpy_api import (
     normalize_axes_ordered,
     numpy_errors_typed,
     ravel,
+    read_only,
     reshape,
     split,
     sum,
@@ -125,11 +128,27 @@ def sinc(x):
 
 @implements(np.nan_to_num)
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    """A new array; with ``copy=False`` NumPy replaces in ``x`` itself (through views
+    too) and returns ``x``: a write into it here as well (a NumPy scalar, which cannot
+    change, gives a new one)."""
     x = _as_strong_operand(x)
     dt = aval(x).dtype
-    _real_only("nan_to_num", x)
-    if dt.kind != "f":
-        return x
+    if dt.kind == "c":  # each part, as NumPy's
+        result = bind("complex", *(_finite(bind(part, x), nan, posinf, neginf)
+                                   for part in ("real", "imag")))
+    else:
+        result = _finite(x, nan, posinf, neginf) if dt.kind == "f" else x
+    if copy or not isinstance(x, Tracer) or x._scalar or x.aval.weak:
+        return fresh(result, x)
+    if result is not x:
+        updates.setitem(x, Ellipsis, result)
+    return x
+
+
+def _finite(x, nan, posinf, neginf):
+    """Real ``x`` with NaN and the infinities replaced (NumPy's defaults: 0 and the
+    dtype's extremes)."""
+    dt = aval(x).dtype
     info = np.finfo(dt)
     posinf = info.max if posinf is None else posinf
     neginf = info.min if neginf is None else neginf
@@ -150,7 +169,7 @@ def imag(val):
     t = aval(val)
     if t.dtype.kind == "c":
         return bind("imag", val)
-    return bind("full", shape=t.shape, dtype=t.dtype, value=0)
+    return read_only(bind("full", shape=t.shape, dtype=t.dtype, value=0))  # as NumPy's
 
 
 @implements(np.angle)
@@ -441,7 +460,7 @@ def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
 
 @implements(np.diagonal)
 def diagonal(a, offset=0, axis1=0, axis2=1):
-    """The diagonal is a strided slice of the last two axes flattened: a view, as NumPy's."""
+    """A view, read-only as NumPy's (see ``diagonal_view``)."""
     a = _as_strong_operand(a)
     t = aval(a)
     if t.ndim < 2:
@@ -449,14 +468,7 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
     ax1, ax2 = normalize_axis(int(axis1), t.ndim), normalize_axis(int(axis2), t.ndim)
     if ax1 == ax2:
         raise ShapeError("axis1 and axis2 cannot be the same")
-    x = moveaxis(a, (ax1, ax2), (-2, -1))
-    *batch, rows, cols = aval(x).shape
-    k = int(offset)
-    n = builtins.max(0, builtins.min(rows, cols - k) if k >= 0 else builtins.min(rows + k, cols))
-    flat = reshape(x, (*batch, rows * cols))
-    start = k if k >= 0 else -k * cols
-    key = slice(start, start + (cols + 1) * (n - 1) + 1, cols + 1) if n else slice(0, 0)
-    return basic_index(flat, aval(flat).shape, [slice(None)] * len(batch) + [key])
+    return read_only(diagonal_view(a, offset, ax1, ax2))
 
 
 @implements(np.diag)
@@ -611,7 +623,7 @@ def block(arrays):
     """Nested lists of arrays joined innermost first, along the last axes, each block
     raised to the result's dimensions first (NumPy's rules, and its errors)."""
     depth, ndim, _ = _block_depth(arrays, "arrays", 0)
-    return _block(arrays, depth, builtins.max(depth, ndim), 0)
+    return fresh(_block(arrays, depth, builtins.max(depth, ndim), 0), arrays)  # (of an array)
 
 
 def _block_depth(arrays, where: str, depth: int) -> tuple[int, int, str]:
@@ -1193,7 +1205,10 @@ def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
     if indexing == "xy" and nd > 1:
         out[0] = reshape(out[0], (1, -1) + ones[2:])
         out[1] = reshape(out[1], (-1, 1) + ones[2:])
-    return tuple(out) if sparse else broadcast_arrays(*out)
+    if not sparse:
+        out = broadcast_arrays(*out)
+    # views of xi with copy=False (read-only broadcasts where not sparse), else new arrays
+    return tuple(o.copy() if copy and isinstance(o, Tracer) else o for o in out)
 
 
 def _inexact(*xs) -> np.dtype:
