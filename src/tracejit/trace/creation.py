@@ -28,7 +28,7 @@ from ..errors import ShapeError, UnsupportedOperation
 from . import intercept
 from . import numpy_api as npa
 from .core import bind, current
-from .layout import c_contiguous, fortran_contiguous
+from .layout import c_contiguous, fortran_contiguous, ordered
 from .tracer import Known, Memory, Tracer, _concretization_error
 
 _FAST = frozenset({float, int, bool, complex, str, np.ndarray})
@@ -199,7 +199,9 @@ def _filled(shape, dtype, order, value):
     proto = np.empty(_dims(shape), dtype=dtype, order=order)  # NumPy's checks; no memory
     if proto.dtype.kind not in "biufc":  # strings, objects: jit does not trace them
         return np.full(proto.shape, value, dtype=proto.dtype)
-    return bind("full", shape=proto.shape, dtype=proto.dtype, value=value)
+    out = bind("full", shape=proto.shape, dtype=proto.dtype, value=value)
+    out._strides = ordered(order, proto.shape)
+    return out
 
 
 def _untraced(kwargs) -> bool:

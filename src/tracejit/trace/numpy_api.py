@@ -55,6 +55,7 @@ from ..ir.registry import REGISTRY
 from ..ir.types import TensorType, type_of_constant
 from . import loops
 from .core import bind
+from .layout import c_contiguous, fortran_contiguous, in_elements, ordered
 from .tracer import Tracer
 
 FUNCTIONS: dict = {}  # numpy function -> implementation
@@ -866,9 +867,34 @@ def reshape(a, /, shape=None, order="C", *, copy=None):
 
 @implements(np.ravel)
 def ravel(a, order="C"):
-    if order not in ("C", "A", "K"):
+    """NumPy's ravel: a view where ``a``'s memory holds the elements contiguously in the
+    order asked for (C; F; ``"A"``: F for a Fortran-contiguous array; ``"K"``: the order
+    they lie in memory), else a copy, even where a reshape would be a view (of ``x[::2]``)."""
+    if order not in ("C", "F", "A", "K"):
         raise _unsupported("ravel", f"(order={order!r})")
-    return reshape(a, (-1,))
+    if not isinstance(a, Tracer) or a._scalar or aval(a).weak or aval(a).ndim < 2:
+        return _contiguous_or_copy(reshape(a, (-1,)), a)
+    shape, strides = a._layout()
+    if order == "K":
+        perm = sorted(range(len(shape)), key=lambda d: -abs(strides[d]) if shape[d] > 1 else 0)
+        if not builtins.all(strides[d] > 0 for d in perm if shape[d] > 1):
+            perm = list(range(len(shape)))
+    elif order == "F" or order == "A" and fortran_contiguous(shape, strides) and \
+            not c_contiguous(shape, strides):
+        perm = list(range(len(shape)))[::-1]
+    else:
+        perm = list(range(len(shape)))
+    ordered_a = a if perm == list(range(len(shape))) else transpose(a, perm)
+    return _contiguous_or_copy(reshape(ordered_a, (-1,)), ordered_a)
+
+
+def _contiguous_or_copy(flat, a):
+    """``flat`` (a reshape of ``a`` to one axis) where ``a`` is C-contiguous: ravel's view;
+    else a copy (NumPy's ravel copies what is not contiguous, ``x[::2]`` too)."""
+    if isinstance(a, Tracer) and isinstance(flat, Tracer) and (
+            flat is a or flat._base is not None) and not c_contiguous(*a._layout()):
+        return flat.copy()
+    return flat
 
 
 @implements(np.transpose)
@@ -1196,34 +1222,45 @@ def triu(m, k=0):
     return bind("where", _tri_mask(t.shape, k - 1), np.zeros(1, t.dtype), m)
 
 
-def _like(a, dtype, shape, value):
+def _like(a, dtype, shape, value, order="K"):
+    """A new array like ``a``, laid out in ``order``: ``"K"`` (the default) and ``"A"``
+    follow ``a``'s layout where the shape is ``a``'s (``np.empty_like`` of Fortran data is
+    Fortran-ordered), as NumPy's do."""
     t = aval(a)
     shape = t.shape if shape is None else ((shape,) if np.ndim(shape) == 0 else tuple(shape))
     dtype = t.dtype if dtype is None else np.dtype(dtype)
     if isinstance(value, Tracer) or np.ndim(value) != 0:  # a new array: writeable
-        return broadcast_to(astype(_as_strong_operand(value), dtype), shape).copy()
-    value = value.item() if isinstance(value, np.generic) else value
-    return bind("full", shape=tuple(int(d) for d in shape), dtype=dtype, value=value)
+        out = broadcast_to(astype(_as_strong_operand(value), dtype), shape).copy()
+    else:
+        value = value.item() if isinstance(value, np.generic) else value
+        out = bind("full", shape=tuple(int(d) for d in shape), dtype=dtype, value=value)
+    if len(shape) == t.ndim:
+        like = a._layout() if isinstance(a, Tracer) else \
+            (np.shape(a), in_elements(np.asarray(a).strides, max(t.dtype.itemsize, 1)))
+        out._strides = ordered(order, out.shape, like)
+    elif order in ("F", "f"):
+        out._strides = ordered(order, out.shape)
+    return out
 
 
 @implements(np.zeros_like)
 def zeros_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
-    return _like(a, dtype, shape, 0)
+    return _like(a, dtype, shape, 0, order)
 
 
 @implements(np.empty_like)
 def empty_like(prototype, dtype=None, order="K", subok=True, shape=None, *, device=None):
-    return _like(prototype, dtype, shape, 0)
+    return _like(prototype, dtype, shape, 0, order)
 
 
 @implements(np.ones_like)
 def ones_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
-    return _like(a, dtype, shape, 1)
+    return _like(a, dtype, shape, 1, order)
 
 
 @implements(np.full_like)
 def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, device=None):
-    return _like(a, dtype, shape, fill_value)
+    return _like(a, dtype, shape, fill_value, order)
 
 
 @implements(np.copy)
