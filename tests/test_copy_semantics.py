@@ -273,8 +273,6 @@ def test_writes_into_complex_parts(fn, args, backend):
     check(fn, *args, backend=backend)
 
 
-@pytest.mark.xfail(reason="z.real of a complex z is a copy while tracing: a view needs "
-                   "'real'/'imag' as view ops (trace/core.py VIEW_OPS, updates.assign)")
 def test_writes_through_a_complex_part_view(backend):
     def f(z):
         r = z.real

@@ -230,3 +230,67 @@ def test_results_numpy_keeps_apart_are_apart(fn, backend):
 
 def test_views_of_one_buffer_share_it(backend):
     same_as_numpy(views_of_one_buffer, np.arange(12.0).reshape(4, 3), 1, backend=backend)
+
+
+# ---------------------------------------------------------------- read-only views, parts
+
+
+def diagonal_of_argument(x):
+    return np.diagonal(x), x.T
+
+
+def diagonal_of_result(x):
+    y = x * 2.0
+    return y, np.diagonal(y)
+
+
+def imag_of_real(x):
+    return np.imag(x)
+
+
+def real_part_written(z):
+    r = z.real
+    r[0] += 1.5
+    z.imag[-1] = -2.0
+    return r, z.imag, z
+
+
+@pytest.mark.parametrize("fn", [diagonal_of_argument, diagonal_of_result, imag_of_real])
+def test_read_only_results_are_read_only(fn, backend):
+    same_as_numpy(fn, np.arange(9.0).reshape(3, 3), backend=backend)
+
+
+def test_complex_parts_are_views(backend):
+    same_as_numpy(real_part_written, np.arange(6.0).reshape(3, 2) * (1 + 0.5j),
+                  backend=backend)
+
+
+# ---------------------------------------------------------------- found by explore runs
+
+
+def scalar_made_an_array_and_written(a):
+    t = a[1][...]
+    t[...] = 2
+    t += 1.5
+    return t * 1.0, a
+
+
+def copy_of_fortran_written(a):
+    c = a.copy()
+    c += 1
+    return c, c.ravel()
+
+
+def copy_of_fortran_assigned(a):
+    c = a.copy()
+    c[...] = a * 1.5
+    return c, c.ravel(), np.sqrt(a)
+
+
+def test_a_scalars_ellipsis_is_a_new_array(backend):
+    same_as_numpy(scalar_made_an_array_and_written, np.arange(3.0), backend=backend)
+
+
+@pytest.mark.parametrize("fn", [copy_of_fortran_written, copy_of_fortran_assigned])
+def test_a_copy_is_c_ordered_whatever_computed_it(fn, backend):
+    same_as_numpy(fn, fortran((2, 2)), backend=backend)

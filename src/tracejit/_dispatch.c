@@ -178,18 +178,42 @@ static PyObject *targets_ns = NULL;
    arrays). */
 static PyObject *finish_first = NULL;
 static PyObject *finish_none = NULL;
+/* ... and their C-ordered forms (``first_ordered``, ``ordered_tuple``): an array result
+   that is not C-contiguous (a NumPy call of the runner's follows its operands' layout)
+   goes to the Python finisher, which copies it in C order, as NumPy lays its result. */
+static PyObject *finish_first_ordered = NULL;
+static PyObject *finish_ordered_tuple = NULL;
 static PyObject *str_run, *str_finish, *str_call, *str_gpu_requested;
 
 static PyObject *configure(PyObject *Py_UNUSED(module), PyObject *args)
 {
-    PyObject *p, *ns, *first = NULL, *none = NULL;
-    if (!PyArg_ParseTuple(args, "O!O!|OO", &PyList_Type, &p, &PyDict_Type, &ns, &first, &none))
+    PyObject *p, *ns, *first = NULL, *none = NULL, *first_ordered = NULL, *ordered_tuple = NULL;
+    if (!PyArg_ParseTuple(args, "O!O!|OOOO", &PyList_Type, &p, &PyDict_Type, &ns, &first, &none,
+                          &first_ordered, &ordered_tuple))
         return NULL;
     Py_XSETREF(profiles, Py_NewRef(p));
     Py_XSETREF(targets_ns, Py_NewRef(ns));
     Py_XSETREF(finish_first, Py_XNewRef(first));
     Py_XSETREF(finish_none, Py_XNewRef(none));
+    Py_XSETREF(finish_first_ordered, Py_XNewRef(first_ordered));
+    Py_XSETREF(finish_ordered_tuple, Py_XNewRef(ordered_tuple));
     Py_RETURN_NONE;
+}
+
+/* Whether ``o`` is returned as it is by the C-ordered finishers: no ndarray, or a
+   C-contiguous one. */
+static int c_ordered(PyObject *o)
+{
+    return !PyArray_CheckExact(o) || PyArray_IS_C_CONTIGUOUS((PyArrayObject *)o);
+}
+
+/* Whether every item of the list ``out`` is c_ordered. */
+static int all_c_ordered(PyObject *out)
+{
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(out); k++)
+        if (!c_ordered(PyList_GET_ITEM(out, k)))
+            return 0;
+    return 1;
 }
 
 static int fast_allowed(void)
@@ -223,7 +247,12 @@ static PyObject *cached_call(PyObject *entry, PyObject *args)
         Py_DECREF(out);
         return NULL;
     }
-    if (PyList_CheckExact(out) &&
+    if (PyList_CheckExact(out) && finish == finish_first_ordered && PyList_GET_SIZE(out) > 0 &&
+        c_ordered(PyList_GET_ITEM(out, 0)))
+        result = Py_NewRef(PyList_GET_ITEM(out, 0));
+    else if (PyList_CheckExact(out) && finish == finish_ordered_tuple && all_c_ordered(out))
+        result = PyList_AsTuple(out);
+    else if (PyList_CheckExact(out) &&
         ((finish == finish_first && PyList_GET_SIZE(out) > 0) || finish == finish_none ||
          finish == (PyObject *)&PyTuple_Type))
         result = finish == finish_first ? Py_NewRef(PyList_GET_ITEM(out, 0))

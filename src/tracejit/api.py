@@ -44,8 +44,11 @@ from .config import compile_mode, config
 from .dispatch import FLOAT as _FLOAT
 from .dispatch import Dispatcher, fast_key
 from .dispatch import WriteBack as _WriteBack
+from .dispatch import c_ordered as _c_ordered
 from .dispatch import first as _first
+from .dispatch import first_ordered as _first_ordered
 from .dispatch import none as _none
+from .dispatch import ordered_tuple as _ordered_tuple
 from .errors import (
     ConcretizationError,
     ConfigError,
@@ -1429,9 +1432,22 @@ def _take_view(leaf, path: tuple, leaves: tuple, outs):
             leaf = leaf.transpose(attrs["perm"])
         elif op == "reshape":
             leaf = leaf.reshape(attrs["shape"])
+        elif op in ("real", "imag"):
+            leaf = leaf.real if op == "real" else leaf.imag
+        elif op == "read_only":  # a view NumPy makes read-only (a diagonal)
+            leaf = _read_only(leaf)
         else:  # broadcast_to: read-only, as NumPy's
             leaf = np.broadcast_to(leaf, attrs["shape"])
     return leaf
+
+
+def _read_only(out):
+    """``out`` as a read-only view (a host array's; a GPU's cannot be one)."""
+    if type(out) is not np.ndarray:
+        return out
+    out = out.view()
+    out.flags.writeable = False
+    return out
 
 
 def _finisher(out_tree, graph: Graph, writes: int = 0, aliased: frozenset = frozenset(),
@@ -1456,13 +1472,18 @@ def _finisher(out_tree, graph: Graph, writes: int = 0, aliased: frozenset = froz
             out_tree, [o if k in aliased else _finish(c(o) if c else o)
                        for k, (o, c) in enumerate(zip(outs, copy, strict=True))])
     if out_tree is pytree.LEAF:
+        if copy[0] is _c_ordered:  # an array the runner allocated: C-ordered as NumPy's
+            return _first_ordered
         if copy[0]:
             return lambda outs, c=copy[0]: _finish(c(outs[0]))
-        if graph.outputs[0].type.shape:  # an array the runner allocated: return as is
+        if graph.outputs[0].type.shape:
             return _first
         return lambda outs: _finish(outs[0])
-    if out_tree == ("t", (pytree.LEAF,) * len(copy)) and not any(copy):  # a flat tuple
-        return _tuple_finisher([not v.type.shape for v in graph.outputs[:len(copy)]])
+    if out_tree == ("t", (pytree.LEAF,) * len(copy)) and all(
+            c in (None, _c_ordered) for c in copy):  # a flat tuple
+        return _tuple_finisher(["finish" if not v.type.shape else
+                                "ordered" if c else None
+                                for v, c in zip(graph.outputs, copy, strict=False)])
     if any(copy):
         return lambda outs: pytree.unflatten(
             out_tree, [_finish(c(o) if c else o) for o, c in zip(outs, copy, strict=True)])
@@ -1499,7 +1520,10 @@ def _copiers(graph: Graph, memories: tuple) -> list:
     for k, shared in enumerate(_shared_outputs(graph, memories)):
         memory = memories[k] if k < len(memories) else None
         node = producers.get(graph.outputs[k])
-        if memory is None:
+        if memory is not None and memory.read_only and not memory.derived:
+            copy = _view_copy if memory.view else _copy  # (the caller's, NumPy's read-only)
+            copiers.append(lambda out, copy=copy: _read_only(copy(out)))
+        elif memory is None:
             copiers.append(_copy if shared else None)
         elif memory.view:
             copiers.append(_view_copy if shared else None)
@@ -1507,9 +1531,12 @@ def _copiers(graph: Graph, memories: tuple) -> list:
             copiers.append(_layout(memory.strides))
         elif shared or (node is not None and node.op in _VIEWS | {"broadcast_to"}):
             copiers.append(_c_copy)
-        else:
-            copiers.append(None)
+        else:  # (a NumPy call of the runner's lays out as the operands: x + 1 of Fortran x)
+            copiers.append(_c_ordered)
     return copiers
+
+
+
 
 
 def _view_copy(out):
@@ -1550,14 +1577,17 @@ def _laid_out(out, perm: tuple[int, ...], inverse: tuple[int, ...]):
     return out.transpose(perm).copy().transpose(inverse)
 
 
-def _tuple_finisher(scalar: list[bool]):
-    """A flat tuple's finisher: ``_finish`` on its 0-d outputs (``scalar``), the others
-    (arrays the runner allocated) as they are, written out for the tuple's length (a
-    loop over the outputs costs 0.1 us an output, most of a small call's finish)."""
-    if not any(scalar):
+def _tuple_finisher(steps: list[str | None]):
+    """A flat tuple's finisher: per output, ``"finish"`` (``_finish`` of a 0-d one),
+    ``"ordered"`` (``_c_ordered``: an array the runner allocated) or None (as it is),
+    written out for the tuple's length (a loop over the outputs costs 0.1 us an output,
+    most of a small call's finish)."""
+    if not any(steps):
         return tuple
-    parts = ", ".join(f"finish(outs[{k}])" if s else f"outs[{k}]" for k, s in enumerate(scalar))
-    namespace = {"finish": _finish}
+    if all(s == "ordered" for s in steps):
+        return _ordered_tuple  # (finished in C, as tuple)
+    parts = ", ".join(f"{s}(outs[{k}])" if s else f"outs[{k}]" for k, s in enumerate(steps))
+    namespace = {"finish": _finish, "ordered": _c_ordered}
     exec(compile(f"def finish_tuple(outs):\n    return ({parts},)\n", "<tracejit finish>",
                  "exec"), namespace)
     return namespace["finish_tuple"]

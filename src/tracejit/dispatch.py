@@ -123,12 +123,32 @@ def none(outs: list) -> None:
     return None
 
 
+def c_ordered(out):
+    """``out`` where it is C-contiguous (as a kernel's output is), else a C-ordered copy:
+    a NumPy call of the runner's follows its operands' layout (``x + 1`` of a Fortran
+    ``x``) where NumPy's result, a copy or a C-ordered array made in the function, is C."""
+    if type(out) is not np.ndarray or out.flags.c_contiguous:
+        return out
+    return np.array(out, order="C")
+
+
+def first_ordered(outs: list) -> Any:
+    """The finisher of a function returning one array the runner made, C-ordered."""
+    return c_ordered(outs[0])
+
+
+def ordered_tuple(outs: list) -> tuple:
+    """The finisher of a flat tuple of arrays the runner made, each C-ordered."""
+    return tuple(c_ordered(out) for out in outs)
+
+
 try:
     from ._dispatch import Dispatcher, WriteBack, configure, fast_key
 except ImportError:  # (installed without a C compiler)
     Dispatcher, fast_key = PythonDispatcher, python_fast_key  # type: ignore[misc]
     WriteBack = None  # (api._Writes writes its steps out in Python)
 else:
-    configure(_PROFILES, vars(targets), first, none)  # (finished in C: no Python frame)
+    configure(_PROFILES, vars(targets), first, none, first_ordered,
+              ordered_tuple)  # (finished in C: no Python frame)
 
 BUILT = Dispatcher is not PythonDispatcher  # whether the C module serves the calls

@@ -91,6 +91,7 @@ class OutputMemory(NamedTuple):
     view: bool
     strides: tuple[int, ...] | None
     derived: tuple[int, tuple] | None = None
+    read_only: bool = False  # NumPy's is (a diagonal, a broadcast, imag of a real array)
 
 
 def _memories(out_leaves: list, leaves: list[Tracer],
@@ -126,8 +127,12 @@ def _memories(out_leaves: list, leaves: list[Tracer],
                 holder = holders[id(root)] = len(out_leaves) + len(hidden)
                 hidden.append(root)
                 extra[holder] = OutputMemory(number, False, root._strides)
-            derived = (holder, _caller_path(out._path, {}, len(out_leaves), hidden))
-        found.append(OutputMemory(number, out._base is not None, root._strides, derived))
+            path = _caller_path(out._path, {}, len(out_leaves), hidden)
+            if out._readonly and path[-1][0] != "broadcast_to":
+                path += (("read_only", {}),)
+            derived = (holder, path)
+        found.append(OutputMemory(number, out._base is not None, root._strides, derived,
+                                  out._readonly))
     return found + [extra.get(len(out_leaves) + j) for j in range(len(hidden))]
 
 
@@ -146,8 +151,10 @@ def _aliases(out_leaves: list, leaves: list[Tracer], inputs: list,
         root = out if out._base is None else out._base
         i = index.get(id(root))
         if i is not None and leaves[i] is root:
-            found.append((k, i, _caller_path(out._path, positions, len(out_leaves),
-                                             indices)))
+            path = _caller_path(out._path, positions, len(out_leaves), indices)
+            if out._readonly and path and path[-1][0] != "broadcast_to":
+                path += (("read_only", {}),)  # (NumPy's view is: a diagonal)
+            found.append((k, i, path))
     return found
 
 

@@ -20,8 +20,9 @@ from .tracer import Tracer, known_result
 _state = threading.local()
 
 # Ops whose result NumPy makes a view of their first operand (squeeze, expand_dims, ravel,
-# basic indexing and .T trace to these): writing into it writes the operand.
-VIEW_OPS = frozenset({"reshape", "transpose", "broadcast_to", "slice"})
+# basic indexing, .T and a complex array's .real/.imag trace to these): writing into it
+# writes the operand.
+VIEW_OPS = frozenset({"reshape", "transpose", "broadcast_to", "slice", "real", "imag"})
 
 
 # ndarray subclasses that are plain memory with nothing to honour beyond the data.

@@ -73,6 +73,8 @@ def strides_of(root_shape: tuple[int, ...], root_strides: tuple[int, ...] | None
             strides = [s * k for s, k in zip(strides, attrs["steps"], strict=True)]
             shape = tuple(_length(a, b, k) for a, b, k in
                           zip(attrs["starts"], attrs["stops"], attrs["steps"], strict=True))
+        elif op in ("real", "imag"):  # a part of a complex value: half an element's size
+            strides = [2 * s for s in strides]
         elif op == "gather":  # x[i] at a traced i: the axis goes, the others keep strides
             axis = attrs["axis"]
             shape, strides = shape[:axis] + shape[axis + 1:], strides[:axis] + strides[axis + 1:]

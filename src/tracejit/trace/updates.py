@@ -58,8 +58,9 @@ def destination(x, what: str) -> Tracer:
             "function: the write would happen once, while tracing, not on every call")
     refuse_outer_write(x)
     if x._readonly:
-        raise ReadOnlyDestination("assignment destination is read-only (a broadcast view: "
-                                  "np.broadcast_to returns a read-only view in NumPy)")
+        raise ReadOnlyDestination("assignment destination is read-only", hint=(
+            "NumPy returns read-only views from np.broadcast_to, np.diagonal and imag of a "
+            "real array; write into a copy (x.copy()) or into the array they view"))
     return x
 
 
@@ -82,6 +83,10 @@ def assign(target: Tracer, new: Value) -> None:
             value = _emit("update_slice", parent, value, **attrs)
         elif op == "gather":  # x[i] with a traced i
             value = _emit("scatter", parent, value, attrs["index"], axis=attrs["axis"])
+        elif op == "real":  # z.real[...] = v: the imaginary part stays
+            value = _emit("complex", value, _emit("imag", parent))
+        elif op == "imag":
+            value = _emit("complex", _emit("real", parent), value)
         elif op == "reshape":
             value = _emit("reshape", value, shape=parent.type.shape)
         else:  # transpose (broadcast views are read-only)
