@@ -66,7 +66,7 @@ def trace_function(fn, build_args, in_types: list[TensorType], in_names: list[st
             aliases += _aliases(out_leaves, leaves, t.inputs, hidden)
         if memories is not None:
             memories += _memories(out_leaves, leaves, hidden)
-        stored = [x._value if isinstance(x, Tracer) else x for x in hidden]
+        stored = list(hidden)
         for i, leaf in enumerate(leaves):
             if writes is not None and leaf._seen:
                 parts = stores(t.nodes, t.inputs[i], leaf._value)
@@ -125,12 +125,9 @@ def _memories(out_leaves: list, leaves: list[Tracer],
             holder = holders.get(id(root))
             if holder is None:  # the buffer is no output: a hidden one
                 holder = holders[id(root)] = len(out_leaves) + len(hidden)
-                hidden.append(root)
+                hidden.append(root._value)
                 extra[holder] = OutputMemory(number, False, root._strides)
-            path = _caller_path(out._path, {}, len(out_leaves), hidden)
-            if out._readonly and path[-1][0] != "broadcast_to":
-                path += (("read_only", {}),)
-            derived = (holder, path)
+            derived = (holder, _caller_path(out, {}, len(out_leaves), hidden))
         found.append(OutputMemory(number, out._base is not None, root._strides, derived,
                                   out._readonly))
     return found + [extra.get(len(out_leaves) + j) for j in range(len(hidden))]
@@ -151,20 +148,19 @@ def _aliases(out_leaves: list, leaves: list[Tracer], inputs: list,
         root = out if out._base is None else out._base
         i = index.get(id(root))
         if i is not None and leaves[i] is root:
-            path = _caller_path(out._path, positions, len(out_leaves), indices)
-            if out._readonly and path and path[-1][0] != "broadcast_to":
-                path += (("read_only", {}),)  # (NumPy's view is: a diagonal)
-            found.append((k, i, path))
+            found.append((k, i, _caller_path(out, positions, len(out_leaves), indices)))
     return found
 
 
-def _caller_path(path: tuple, inputs: dict[int, int], outputs: int, indices: list) -> tuple:
-    """``path`` as the caller's arrays can take it: a traced integer index (``x[i]``) as
-    the position of the argument it is (``{"axis", "leaf"}``), or of the graph output
-    that gives it (``{"axis", "output"}``, appended to ``indices`` after ``outputs``
-    outputs) where the function computed it (``x[i + 1]``)."""
+def _caller_path(view: Tracer, inputs: dict[int, int], outputs: int,
+                 indices: list) -> tuple:
+    """``view``'s path as the caller's arrays can take it: a traced integer index
+    (``x[i]``) as the position of the argument it is (``{"axis", "leaf"}``), or of the
+    graph output that gives it (``{"axis", "output"}``, appended to ``indices`` after
+    ``outputs`` outputs) where the function computed it (``x[i + 1]``); and a last
+    ``read_only`` step where NumPy's view is read-only (a diagonal)."""
     steps = []
-    for op, attrs in path:
+    for op, attrs in view._path:
         if op == "gather":
             index, axis = attrs["index"], attrs["axis"]
             leaf = inputs.get(id(index))
@@ -174,6 +170,8 @@ def _caller_path(path: tuple, inputs: dict[int, int], outputs: int, indices: lis
                 attrs = {"axis": axis, "output": outputs + len(indices)}
                 indices.append(index)
         steps.append((op, attrs))
+    if view._readonly and steps and steps[-1][0] != "broadcast_to":
+        steps.append(("read_only", {}))
     return tuple(steps)
 
 
