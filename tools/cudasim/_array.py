@@ -197,6 +197,19 @@ class ndarray:
             axes = axes[0]
         return self._view(self._a.transpose(axes or None))
 
+    @property
+    def real(self) -> ndarray:
+        """A view of the real parts (of a real array: the array's own memory), as CuPy's."""
+        return self._view(self._a.real)
+
+    @property
+    def imag(self) -> ndarray:
+        """A view of the imaginary parts; of a real array, new zeros, read-only in NumPy
+        and writeable in CuPy (CuPy returns a new array)."""
+        if self._a.dtype.kind == "c":
+            return self._view(self._a.imag)
+        return _new(np.zeros_like(self._a))
+
     def __getitem__(self, key) -> ndarray:
         key, fancy = _index(self, key)
         if not fancy:

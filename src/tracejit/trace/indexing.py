@@ -98,9 +98,8 @@ def getitem(x, key):
     t = aval(x)
     ellipsis = any(k is Ellipsis for k in (key if isinstance(key, tuple) else (key,)))
     if isinstance(x, Tracer) and x._scalar and ellipsis and t.ndim == 0:
-        out = x.copy()  # a NumPy scalar's [...] is a new 0-d array, writeable
-        out._scalar = False
-        return out
+        x = x.copy()  # a NumPy scalar's [...] is a new 0-d array, writeable
+        x._scalar = False
     key = expand_key(key, t.shape)
     # None inserts a size-1 axis: do it first, then index that axis with a full slice.
     new_axes = [i for i, k in enumerate(key) if k is None]
