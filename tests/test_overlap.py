@@ -114,11 +114,16 @@ def test_the_cached_call_of_owned_arrays_asks_numpy_nothing(backend, monkeypatch
     if dispatch.WriteBack is not None:
         assert any(isinstance(e.run, dispatch.WriteBack) for e in f._cache.values())
 
-    def asked(*args, **kwargs):
-        raise AssertionError("the cached call asked NumPy about overlap")
+    class Asked:  # NumPy as api.py sees it, its overlap tests refused (the emulated GPU's
+        def __getattr__(self, name):  # own checks of its kernels' arguments still run)
+            return getattr(np, name)
 
-    monkeypatch.setattr(np, "may_share_memory", asked)
-    monkeypatch.setattr(np, "shares_memory", asked)
+        def may_share_memory(self, *args, **kwargs):
+            raise AssertionError("the cached call asked NumPy about overlap")
+
+        shares_memory = may_share_memory
+
+    monkeypatch.setattr(api, "np", Asked())
     a, b = np.ones(4), np.ones(4)
     np.testing.assert_array_equal(f(a, b), np.full(4, 4.0))
     np.testing.assert_array_equal(a, np.full(4, 2.0))

@@ -223,7 +223,7 @@ def _runner(graph: Graph, profile: bool, kernels: dict | None, prefix: str = "")
                      record=ignore, **kernels)
     with dev:  # constants used on the GPU are copied there once, here, in the C order
         for const in code.device_constants:  # the kernels read (a folded one may not be)
-            namespace[const] = cupy.ascontiguousarray(cupy.asarray(namespace[const]))
+            namespace[const] = cupy.asarray(np.asarray(namespace[const], order="C"))
     filename = f"<tracejit cuda runner: {graph.name} {id(code):x}>"
     linecache.cache[filename] = (len(code.source), None, code.source.splitlines(True), filename)
     exec(builtins.compile(code.source, filename, "exec"), namespace)
