@@ -1155,12 +1155,12 @@ def _finish(out):
     return np.asarray(out)[()]
 
 
-def _copy(out):
-    """A copy the caller owns, on the device ``out`` is on."""
+def _copy(out, order: str = "K"):
+    """A copy the caller owns, on the device ``out`` is on (a host one in ``order``)."""
     where = targets.device_of(out)
     if where is None and targets.dask_array(out):
         return out  # (immutable: Dask's own ops return new arrays)
-    return np.array(out) if where in (None, targets.CPU) else out.copy()
+    return np.array(out, order=order) if where in (None, targets.CPU) else out.copy()
 
 
 def _writing(runner: Runner, writes: tuple, graph: Graph, aliases: tuple = ()):
@@ -1554,10 +1554,7 @@ def _view_copy(out):
 
 def _c_copy(out):
     """A C-ordered copy the caller owns (``ndarray.copy()``'s order), where ``out`` is."""
-    where = targets.device_of(out)
-    if where is None and targets.dask_array(out):
-        return out
-    return np.array(out, order="C") if where in (None, targets.CPU) else out.copy()
+    return _copy(out, "C")
 
 
 def _layout(strides: tuple[int, ...]):
