@@ -214,10 +214,51 @@ def test_without_a_linker_it_warns_and_still_computes(cache, monkeypatch):
     from tracejit.backends.cpu import native
 
     monkeypatch.setattr(native, "linker", lambda: None)
-    with pytest.warns(DiskCacheWarning, match="could not save compiled kernels"):
+    cpu.kernels._say_unsaved_without_a_compiler.cache_clear()
+    with pytest.warns(DiskCacheWarning, match="no C compiler"):
         assert run_fresh() == {"loaded": 0, "compiled": 1, "discarded": 0}
-    (entry,) = (p for p in cache.iterdir() if p.is_dir())  # (beside built C)
-    assert sorted(p.name for p in entry.iterdir()) == ["kernels.py"]
+    (entry,) = kernel_entries(cache)
+    assert sorted(p.name for p in entry.directory.iterdir()) == ["kernels.py"]
+
+
+NO_COMPILER_SCRIPT = textwrap.dedent("""
+    import json, warnings
+    import numpy as np
+    import tracejit as tj
+
+    @tj.jit
+    def softmax(x):
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    @tj.jit
+    def counts(a, b):
+        return ((a > b) & (a % 3 == 0)).sum(axis=0), np.cumsum(a * b, axis=1)
+
+    x = np.random.default_rng(0).standard_normal((300, 200)).astype(np.float32)
+    a = np.arange(600, dtype=np.int32).reshape(30, 20)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        for _ in range(3):  # the first call and the cached ones
+            got, (n, c) = softmax(x), counts(a, a[::-1])
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    print(json.dumps({
+        "softmax": float(np.abs(got - e / e.sum(axis=1, keepdims=True)).max()),
+        "counts": bool(np.array_equal(n, ((a > a[::-1]) & (a % 3 == 0)).sum(axis=0))
+                       and np.array_equal(c, np.cumsum(a * a[::-1], axis=1))),
+        "warnings": [str(w.message) for w in said]}))
+""")
+
+
+def test_with_no_c_compiler_on_path_every_kernel_runs(fresh_processes, tmp_path):
+    """No ``cc``, ``gcc`` or ``clang`` on PATH and no ``$CC`` (as on many laptops): kernels
+    compile with Numba and run, unsaved, in every process, which one warning says (the
+    trampoline that calls kernels cannot be built either: ctypes calls them)."""
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    for run, _ in fresh_processes(NO_COMPILER_SCRIPT, PATH=str(empty), CC=""):
+        assert run["softmax"] < 1e-6 and run["counts"]
+        assert len(run["warnings"]) == 1 and "no C compiler" in run["warnings"][0]
 
 
 def test_a_kernel_compiled_here_runs_from_the_library_it_saved(cache):

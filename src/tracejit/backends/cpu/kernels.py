@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import warnings
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -103,8 +104,9 @@ def _build_c_meanwhile() -> None:
 
 def workers_available() -> bool:
     """Whether compile workers can take kernels: some are configured, and the disk cache
-    that brings their work back is on."""
-    return bool(config.compile_workers) and diskcache.enabled()
+    that brings their work back is on, with a C compiler to link what they compile into
+    the library a later process loads."""
+    return bool(config.compile_workers) and diskcache.enabled() and native.linker() is not None
 
 
 def get_later(sources: list[str]) -> Future[tuple[list, Kernels]] | None:
@@ -115,7 +117,7 @@ def get_later(sources: list[str]) -> Future[tuple[list, Kernels]] | None:
         misses, info = _lookup(sources)
     if not misses:
         return None
-    if not config.compile_workers or None in misses.values():
+    if not workers_available() or None in misses.values():
         return None
     result: Future = Future()
     pending = _submit(list(misses), True)
@@ -185,7 +187,8 @@ def _compile(misses: Misses, info: Kernels) -> list:
     """The kernels of ``misses``: in the workers when there are several and the disk
     cache can bring them back, else here one after another."""
     entries = list(misses.values())
-    if len(misses) < 2 or config.compile_workers < 2 or None in entries:
+    if len(misses) < 2 or config.compile_workers < 2 or None in entries or \
+            not workers_available():
         return [_compile_here(s, e) for s, e in misses.items()]
     pending = _submit(list(misses), False)
     return [_collect(s, e, pending[s], info) for s, e in misses.items()]
@@ -218,6 +221,15 @@ def _loaded(entry: diskcache.Entry, compiled: Future) -> object | None:
     return None if loaded is None else loaded[0]
 
 
+@functools.cache
+def _say_unsaved_without_a_compiler() -> None:
+    """Warn, once per process, that kernels are not kept on disk without a C compiler."""
+    warnings.warn("tracejit: no C compiler (cc, gcc or clang on PATH, or $CC) to link "
+                  "compiled kernels into a library the disk cache keeps: each process "
+                  "compiles its own. Install one to keep them", diskcache.DiskCacheWarning,
+                  stacklevel=5)
+
+
 def _compile_here(source: str, entry: diskcache.Entry | None) -> object:
     """``source``'s kernel compiled by Numba in this process and loaded from the shared
     library it is linked into: ``entry``'s, or one of this process's own when the disk
@@ -227,7 +239,8 @@ def _compile_here(source: str, entry: diskcache.Entry | None) -> object:
     filename = str(entry.path) if entry is not None else "<tracejit cpu kernel>"
     if native.linker() is None:  # no C compiler to link a library with: Numba's JIT runs it
         if entry is not None:
-            entry.unsaved(1, OSError("no C compiler driver (cc, gcc or clang) to link with"))
+            entry.unsaved(1, None)
+            _say_unsaved_without_a_compiler()
         return jit_kernel(source, filename)
     try:
         symbols, objects = compile_objects(source, filename, ["kernel"])

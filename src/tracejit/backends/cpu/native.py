@@ -153,9 +153,11 @@ def _median(times: list[float]) -> float:
 
 
 def parallel(kernel, args: tuple) -> None:
-    """Run ``kernel`` on libgomp's team, or after a pause on this thread where that
-    measured faster for it (``Launches``); the caller keeps ``args`` alive."""
-    launch(_by_launcher.get(kernel, kernel), args)
+    """Run ``kernel`` (a ctypes function, or its trampoline-bound builtin, where there is a
+    trampoline) on libgomp's team, or after a pause on this thread where that measured
+    faster for it (``Launches``); the caller keeps ``args`` alive. (A ctypes function is
+    unhashable: it cannot be looked up in ``_by_launcher``.)"""
+    launch(kernel if isinstance(kernel, ctypes._CFuncPtr) else _by_launcher[kernel], args)
 
 
 def launch(kernel, args: tuple) -> None:
