@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,7 +40,7 @@ class TensorType:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)  # (np.prod costs ~10x as much, in every pass)
 
     def promotion_operand(self):
         """What NumPy's dtype resolution should see: the dtype, or the Python type if weak."""

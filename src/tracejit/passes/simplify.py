@@ -80,30 +80,38 @@ class _Round:
                                   outputs=[self.subst.get(v, v) for v in self.graph.outputs])
 
     def _add(self, node: Node) -> None:
+        """Add ``node``, and in its place, in order, the nodes a rewrite makes of it (kept
+        on a stack, not recursed into: a long unrolled trace chains thousands of them)."""
+        pending = [node]
+        while pending:
+            made = self._add_one(pending.pop())
+            pending.extend(reversed(made))
+
+    def _add_one(self, node: Node) -> list[Node]:
+        """Add ``node`` rewritten, or return the nodes a rewrite makes of it instead."""
         inputs = tuple(self.subst.get(v, v) for v in node.inputs)
         if inputs != node.inputs:
             node = Node(node.op, inputs, node.attrs, node.out, node.loc)
         if has_effect(node):
             self.nodes.append(node)
             self.defs[node.out] = node
-            return
+            return []
         result = self._rewrite(node)
         if isinstance(result, list):
             self.changed = True
-            for new in result:
-                self._add(new)
-            return
+            return result
         if result is not None:
             self._replace(node.out, result)
-            return
+            return []
         key = _cse_key(node)
         prior = self.seen.get(key)
         if prior is not None and self._may_replace(node.out, prior):
             self._replace(node.out, prior)
-            return
+            return []
         self.seen.setdefault(key, node.out)
         self.nodes.append(node)
         self.defs[node.out] = node
+        return []
 
     def _rewrite(self, node: Node) -> Value | list[Node] | None:
         if node.out not in self.escaping:
