@@ -139,9 +139,27 @@ def test_the_runtime_object_is_built_once_per_cache_and_again_when_removed(cache
                                                                        made.st_mtime_ns)
         runtime.unlink()
         assert run_fresh(lambda x, y: np.cos(x * y - 0.5))["compiled"] == 1
-    assert runtime.exists()
+    assert len(list(cache.glob("runtime-*.o"))) == 1
     assert run_fresh(lambda x, y: np.cos(x * y - 0.5)) == {"loaded": 1, "compiled": 0,
                                                            "discarded": 0}
+
+
+@pytest.mark.parametrize("kind", ["runtime", "launch"])
+def test_a_damaged_c_file_is_removed_with_a_warning_and_built_again(cache, kind):
+    """The runtime object and the kernels' trampoline are machine code the cache keeps:
+    each is named by the hash of its bytes, checked before use, so a damaged copy (its
+    first bytes zeroed) is removed and rebuilt rather than loaded or linked."""
+    built = diskcache.built_c(cpu.native.RUNTIME_C if kind == "runtime" else
+                              cpu.native.LAUNCH_C, kind)
+    data = bytearray(built.read_bytes())
+    data[:64] = bytes(64)
+    built.write_bytes(bytes(data))
+    with pytest.warns(DiskCacheWarning, match="do not match the hash"):
+        again = diskcache.built_c(cpu.native.RUNTIME_C if kind == "runtime" else
+                                  cpu.native.LAUNCH_C, kind)
+    assert again.read_bytes()[:64] != bytes(64)
+    assert [p.name for p in cache.glob(f"{kind}-*")] == [again.name]
+    assert run_fresh()["compiled"] == 1  # (links the rebuilt runtime object)
 
 def test_the_c_files_build_beside_numbas_compile_once(cache, monkeypatch):
     """A compile into an empty cache builds the runtime object on a thread of its own
@@ -150,10 +168,10 @@ def test_the_c_files_build_beside_numbas_compile_once(cache, monkeypatch):
     builds = []
     build_c = cpu.native.build_c
 
-    def slow(source, path, kind):
+    def slow(source, folder, stem, kind):
         builds.append((kind, threading.current_thread().name))
         time.sleep(0.2)
-        build_c(source, path, kind)
+        return build_c(source, folder, stem, kind)
 
     monkeypatch.setattr(cpu.native, "build_c", slow)
     assert run_fresh()["compiled"] == 1

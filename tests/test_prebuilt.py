@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,6 +26,7 @@ from hypothesis import strategies as st
 import tracejit as tj
 from tracejit.backends import cpu
 from tracejit.backends.cpu import codegen, prebuilt
+from tracejit.errors import DiskCacheWarning
 from tracejit.ir import REGISTRY, Kind, Node, Value
 from tracejit.ir.types import TensorType
 
@@ -236,6 +238,32 @@ def test_a_library_of_other_sources_is_not_used(monkeypatch):
     prebuilt.machines.cache_clear()
     try:
         assert prebuilt.machines() is None
+        _cannot(lambda x: x * 2 + 1, np.ones(8))
+    finally:
+        monkeypatch.undo()
+        prebuilt.machines.cache_clear()
+    assert prebuilt.machines() is not None
+
+
+def test_a_damaged_library_is_not_loaded(monkeypatch, tmp_path):
+    """The library is machine code: its bytes are checked against the hash its index
+    recorded when it was built, and a damaged copy (first bytes zeroed) is removed with a
+    warning rather than loaded; first calls then compile."""
+    import shutil
+
+    copy = Path(shutil.copytree(prebuilt.folder(), tmp_path / "prebuilt"))
+    monkeypatch.setenv("TRACEJIT_PREBUILT_DIR", str(copy))
+    prebuilt.machines.cache_clear()
+    try:
+        assert prebuilt.machines() is not None
+        (library,) = copy.glob("prebuilt-*.so")
+        data = bytearray(library.read_bytes())
+        data[:64] = bytes(64)
+        library.write_bytes(bytes(data))
+        prebuilt.machines.cache_clear()
+        with pytest.warns(DiskCacheWarning, match="do not match the hash"):
+            assert prebuilt.machines() is None
+        assert not library.exists()
         _cannot(lambda x: x * 2 + 1, np.ones(8))
     finally:
         monkeypatch.undo()

@@ -661,21 +661,48 @@ def built_c(source: str, kind: str, root: Path | None = None) -> Path:
     folder (``root``, the one an entry being saved is in; by default the current one), or
     once per process into a temporary one when the cache is off or its copy is not to be
     trusted with machine code (``_distrust``). Looked for on every use: a copy removed
-    meanwhile is built again."""
+    meanwhile is built again. A copy's name ends in the SHA-256 of its bytes, checked
+    before it is used: a damaged one is removed with a warning and built again."""
     suffix = native.C_BUILDS[kind][1]
     tag = hashlib.sha256(f"{source}{sys.implementation.cache_tag}{sys.platform}"
                          .encode()).hexdigest()[:16]
-    path = (cache_dir() if root is None else root) / f"{kind}-{tag}{suffix}"
+    folder = cache_dir() if root is None else root
     with _c_lock:  # (a thread building it already, ``kernels.py``'s: waited for, not repeated)
-        if enabled() and path.exists() and _distrust(path) is None:
+        if enabled():
+            found = _checked_c(folder, f"{kind}-{tag}-*{suffix}")
+            if found is not None:
+                return found
+            if any(folder.glob(f"{kind}-{tag}-*{suffix}")):  # there, but not to be trusted
+                folder = _process_folder()
+        else:
+            folder = _process_folder()
+        found = _checked_c(folder, f"{kind}-{tag}-*{suffix}")
+        if found is not None:
+            return found
+        folder.mkdir(parents=True, exist_ok=True)
+        return native.build_c(source, folder, f"{kind}-{tag}", kind)
+
+
+def _checked_c(folder: Path, pattern: str) -> Path | None:
+    """The built C file in ``folder`` matching ``pattern`` whose bytes hash to the digest
+    its name ends in and that may be trusted; a damaged one is removed, with a warning."""
+    for path in folder.glob(pattern):
+        try:
+            digest = native.digest(path)
+        except OSError:
+            continue
+        if path.stem.rsplit("-", 1)[1] != digest[:DIGEST_CHARS]:
+            path.unlink(missing_ok=True)
+            _count(discarded=1)
+            warnings.warn(f"tracejit: removed {path}: its bytes do not match the hash in its "
+                          "name (damaged); building it again", DiskCacheWarning, stacklevel=4)
+            continue
+        if _distrust(path) is None:
             return path
-        if not enabled() or path.exists():
-            path = _process_folder() / path.name
-            if path.exists():
-                return path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        native.build_c(source, path, kind)
-        return path
+    return None
+
+
+DIGEST_CHARS = 16  # of a built C file's SHA-256, in its name
 
 
 _c_lock = threading.Lock()

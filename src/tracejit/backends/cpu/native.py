@@ -313,15 +313,18 @@ C_BUILDS = {"launch": (["-shared", "-fPIC", "-O2"], ".so"),  # the trampoline (L
             "runtime": (["-c", "-fPIC", "-O2"], ".o")}  # linked into every kernel library
 
 
-def build_c(source: str, path: Path, kind: str) -> None:
-    """Compile C ``source`` into ``path`` as ``C_BUILDS[kind]`` says, built beside it and
-    moved into place at once (another process may be building it too)."""
-    with tempfile.TemporaryDirectory(prefix="tracejit-build-", dir=path.parent) as tmp:
+def build_c(source: str, folder: Path, stem: str, kind: str) -> Path:
+    """Compile C ``source`` into ``folder`` as ``C_BUILDS[kind]`` says, named ``stem`` and
+    the start of its SHA-256 (so a reader can tell a damaged copy), built beside it and
+    moved into place at once (another process may be building it too); its path."""
+    with tempfile.TemporaryDirectory(prefix="tracejit-build-", dir=folder) as tmp:
         c_file, built = os.path.join(tmp, "source.c"), os.path.join(tmp, "built")
         Path(c_file).write_text(source)
         _run_cc([*C_BUILDS[kind][0], "-o", built, c_file])
         os.chmod(built, 0o600)  # the compiler made it 0o755 - umask; the cache trusts no more
+        path = folder / f"{stem}-{digest(Path(built))[:16]}{C_BUILDS[kind][1]}"
         os.replace(built, path)
+        return path
 
 
 def _run_cc(args: list[str]) -> None:

@@ -40,11 +40,13 @@ import itertools
 import json
 import math
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ...errors import DiskCacheWarning
 from ...ir import Node, Value
 from ...ir.registry import REGISTRY, loop_dtypes
 from ...ir.types import TensorType
@@ -214,7 +216,7 @@ def build(directory: Path | None = None) -> Path:
     runtime = diskcache.built_c(native.RUNTIME_C, "runtime", directory)
     native.link(objects, library, runtime)
     runtime.unlink()
-    index = {"key": current, "library": library.name,
+    index = {"key": current, "library": library.name, "sha256": native.digest(library),
              "symbols": dict(zip((d.name for d in FLOATS), symbols, strict=True)),
              "patterns": {d.name: list(patterns(d)) for d in FLOATS}}
     temporary = directory / f"index.json.{os.getpid()}"
@@ -252,9 +254,13 @@ def machines() -> dict[np.dtype, Machine] | None:
     index = _index(folder(), key())
     if index is None:
         return None
+    library = folder() / index["library"]
+    if native.digest(library) != index.get("sha256"):
+        _discard(library)
+        return None
     native.configure()  # libgomp, which the kernels call
     try:
-        lib = ctypes.CDLL(str(folder() / index["library"]))
+        lib = ctypes.CDLL(str(library))
         found = {}
         for d in FLOATS:
             fn = native.KERNEL(ctypes.cast(getattr(lib, index["symbols"][d.name]),
@@ -265,6 +271,18 @@ def machines() -> dict[np.dtype, Machine] | None:
     except (OSError, AttributeError, KeyError, TypeError):
         return None
     return found
+
+
+def _discard(library: Path) -> None:
+    """Remove a library whose bytes are not those its index recorded (damaged), warning."""
+    try:
+        library.unlink()
+    except OSError:  # (an installed package the user cannot write to)
+        pass
+    warnings.warn(f"tracejit: not loading {library}: its bytes do not match the hash "
+                  "recorded when it was built (damaged); first calls compile their kernels "
+                  "meanwhile. 'python -m tracejit prebuild' builds it again",
+                  DiskCacheWarning, stacklevel=3)
 
 
 # ---------------------------------------------------------------------- programs
