@@ -13,8 +13,9 @@ as ``kernels.py`` (its first line says what the kernel computes), the kernel lin
 a shared library ``kernels-<hash>.so``, and ``index.json``: the library's name and
 SHA-256 and the kernel's symbol name.
 
-``TRACEJIT_CACHE_DIR`` sets the location (default ``$XDG_CACHE_HOME/tracejit`` or
-``~/.cache/tracejit``); ``TRACEJIT_DISK_CACHE=0`` turns the cache off.
+``TRACEJIT_CACHE_DIR`` sets the location (default: the platform's user cache folder, as
+platformdirs gives it: ``$XDG_CACHE_HOME/tracejit`` or ``~/.cache/tracejit`` on Linux);
+``TRACEJIT_DISK_CACHE=0`` turns the cache off.
 
 The cache keeps itself under a size cap, ``TRACEJIT_CACHE_MAX`` (default 1 GiB; ``0`` or
 ``off`` for none): after saving a library, least recently used entries are evicted until
@@ -100,10 +101,20 @@ def enabled() -> bool:
 
 
 def cache_dir() -> Path:
+    """``TRACEJIT_CACHE_DIR``, or the platform's user cache folder for tracejit."""
     if os.environ.get("TRACEJIT_CACHE_DIR"):
         return Path(os.environ["TRACEJIT_CACHE_DIR"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "tracejit"
+    return _platform_cache_dir(os.environ.get("XDG_CACHE_HOME"), os.path.expanduser("~"))
+
+
+@functools.cache
+def _platform_cache_dir(xdg: str | None, home: str) -> Path:
+    """The platform's convention, by platformdirs: ``$XDG_CACHE_HOME/tracejit`` or
+    ``~/.cache/tracejit`` on Linux, ``~/Library/Caches/tracejit`` on macOS,
+    ``%LOCALAPPDATA%\\tracejit\\Cache`` on Windows (cached per environment it reads)."""
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("tracejit", appauthor=False))
 
 
 def key(source: str, backend: str) -> str:

@@ -48,6 +48,7 @@ from ...errors import IndexOutOfBounds
 from ...ir import Graph, Value
 from ...ir.loop_ops import Scan, While
 from ...ir.types import TensorType
+from . import blas
 from . import fused_steps as steps
 from . import kernels as store
 from .codegen import VIEW_OPS, _kernel_views, _updates_in_place, partition
@@ -338,12 +339,7 @@ _GEMM = {np.dtype(np.float32): "sgemm", np.dtype(np.float64): "dgemm"}
 def _gemm_address() -> dict[np.dtype, int] | None:
     """The addresses of the CBLAS ``sgemm``/``dgemm`` with 64-bit integers of the OpenBLAS
     NumPy loaded (its wheels' build), None where this process has no such BLAS."""
-    try:
-        with open("/proc/self/maps") as maps:
-            paths = sorted({line.split()[-1] for line in maps if "openblas" in line.lower()})
-    except OSError:
-        return None
-    for path in paths:
+    for path in blas.openblas_paths():
         try:
             lib = ctypes.CDLL(path)
         except OSError:
