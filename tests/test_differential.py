@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from draws import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -37,7 +38,7 @@ from tracejit.backends.cpu.loops_straight import rounds_differently
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy's empty-slice notes
 SETTINGS = settings(
-    max_examples=75,
+    max_examples=examples(75),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

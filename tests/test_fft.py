@@ -13,6 +13,7 @@ import warnings
 
 import numpy as np
 import pytest
+from draws import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from numpy_compare import assert_same, builtin_error, numeric_grad
@@ -99,7 +100,7 @@ def _programs(draw):
     return shape, dtype, name, kwargs, after, seed
 
 
-@settings(max_examples=120, deadline=None,
+@settings(max_examples=examples(120), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(program=_programs())
 def test_drawn_programs(program, backend):

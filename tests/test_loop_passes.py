@@ -11,6 +11,7 @@ import logging
 
 import numpy as np
 import pytest
+from draws import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -346,7 +347,7 @@ def _check_drawn(program, backend):
     assert maps_in(fn.lower(xs, W).optimized_graph) == []  # (repeated steps roll: a scan)
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(map_programs())
 def test_drawn_map_bodies_against_a_numpy_loop(program):
     _check_drawn(program, "reference")

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from draws import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -49,7 +50,7 @@ MAX_MAGNITUDE = 1e4  # larger results are refused: exp of them would overflow fl
 LITERALS = (0.25, 0.5, 1.0, 2.0, 3.0, -1.5)  # exact in every float dtype: no error of their own
 WIDE = {np.dtype("float32"): np.dtype("float64"), np.dtype("float64"): np.dtype("longdouble")}
 SETTINGS = settings(
-    max_examples=200,  # no compiling on the reference backend: cheap
+    max_examples=examples(200),  # no compiling on the reference backend: cheap
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                            HealthCheck.filter_too_much],

@@ -15,6 +15,7 @@ import re
 
 import numpy as np
 import pytest
+from draws import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -196,7 +197,7 @@ def scan_programs(draw):
 
 
 @given(scan_programs())
-@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=list(HealthCheck))
 def test_drawn_scan_kernels_are_numpys_bits(program):
     """A scan between elementwise work and an exact reduction (or none, so that a large
     1-d scan could go to threads), along the last axis of a drawn shape: one kernel,

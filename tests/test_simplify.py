@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from draws import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -439,7 +440,7 @@ def _run(graph: Graph, args, errors: str):
 
 
 @pytest.mark.filterwarnings("ignore::numpy.exceptions.ComplexWarning")
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(dtype=st.sampled_from(DTYPES), scalar=st.sampled_from([2, -0.0, 1.0, 0, 3]),
        steps=st.lists(STEPS, min_size=1, max_size=6), errors=st.sampled_from(["ignore", "raise"]),
        flatten=st.booleans(), data=st.data())

@@ -11,6 +11,7 @@ it leaves other libraries' thread settings alone).
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import threading
 
@@ -34,6 +35,27 @@ def openblas_paths() -> list[str]:
     """The files of the OpenBLAS libraries this process has loaded (NumPy's, SciPy's)."""
     return sorted(c.filepath for c in _controller().lib_controllers
                   if c.internal_api == "openblas")
+
+
+_SETTERS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
+            "openblas_set_num_threads64_", "openblas_set_num_threads")
+
+
+@functools.cache
+def openblas_threads() -> tuple[ctypes._CFuncPtr, ctypes._CFuncPtr] | None:
+    """(set, get) of the loaded OpenBLAS's thread count, called directly: a driver running
+    tiny matmuls switches it around every call (``loops._one_blas_thread``), where
+    threadpoolctl's API costs tens of microseconds."""
+    for path in openblas_paths():
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for setter in _SETTERS:
+            getter = setter.replace("_set_", "_get_")
+            if hasattr(lib, setter) and hasattr(lib, getter):
+                return getattr(lib, setter), getattr(lib, getter)
+    return None
 
 
 def hold_back() -> None:

@@ -117,8 +117,8 @@ def get_later(sources: list[str]) -> Future[tuple[list, Kernels]] | None:
         misses, info = _lookup(sources)
     if not misses:
         return None
-    if not workers_available() or None in misses.values():
-        return None
+    if not config.compile_workers or None in misses.values():  # (without a C compiler a
+        return None  # worker's kernel cannot come back, and is compiled here in the end)
     result: Future = Future()
     pending = _submit(list(misses), True)
     remaining = [len(pending)]

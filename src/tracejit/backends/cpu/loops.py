@@ -192,7 +192,7 @@ def _matmul_sizes(loop: Scan | While) -> list[int]:
 
 def _one_blas_thread(run):
     """``run`` with OpenBLAS on one thread while it runs (see ``SMALL_MATMUL``)."""
-    threads = blas._openblas()
+    threads = blas.openblas_threads()
     if threads is None:
         return run
     set_threads, get_threads = threads
