@@ -104,9 +104,8 @@ def _build_c_meanwhile() -> None:
 
 def workers_available() -> bool:
     """Whether compile workers can take kernels: some are configured, and the disk cache
-    that brings their work back is on, with a C compiler to link what they compile into
-    the library a later process loads."""
-    return bool(config.compile_workers) and diskcache.enabled() and native.linker() is not None
+    that brings their work back is on."""
+    return bool(config.compile_workers) and diskcache.enabled()
 
 
 def get_later(sources: list[str]) -> Future[tuple[list, Kernels]] | None:
@@ -117,8 +116,8 @@ def get_later(sources: list[str]) -> Future[tuple[list, Kernels]] | None:
         misses, info = _lookup(sources)
     if not misses:
         return None
-    if not config.compile_workers or None in misses.values():  # (without a C compiler a
-        return None  # worker's kernel cannot come back, and is compiled here in the end)
+    if not config.compile_workers or None in misses.values():
+        return None
     result: Future = Future()
     pending = _submit(list(misses), True)
     remaining = [len(pending)]
@@ -188,7 +187,7 @@ def _compile(misses: Misses, info: Kernels) -> list:
     cache can bring them back, else here one after another."""
     entries = list(misses.values())
     if len(misses) < 2 or config.compile_workers < 2 or None in entries or \
-            not workers_available():
+            native.linker() is None:  # (a worker's kernel could not come back: compiled twice)
         return [_compile_here(s, e) for s, e in misses.items()]
     pending = _submit(list(misses), False)
     return [_collect(s, e, pending[s], info) for s, e in misses.items()]
