@@ -252,15 +252,13 @@ def test_a_damaged_library_is_not_loaded(monkeypatch, tmp_path):
     import shutil
 
     copy = Path(shutil.copytree(prebuilt.folder(), tmp_path / "prebuilt"))
+    (library,) = copy.glob("prebuilt-*.so")
+    data = bytearray(library.read_bytes())  # (damaged before anything loads it: a loaded
+    data[:64] = bytes(64)  # library written over in place crashes the process at exit)
+    library.write_bytes(bytes(data))
     monkeypatch.setenv("TRACEJIT_PREBUILT_DIR", str(copy))
     prebuilt.machines.cache_clear()
     try:
-        assert prebuilt.machines() is not None
-        (library,) = copy.glob("prebuilt-*.so")
-        data = bytearray(library.read_bytes())
-        data[:64] = bytes(64)
-        library.write_bytes(bytes(data))
-        prebuilt.machines.cache_clear()
         with pytest.warns(DiskCacheWarning, match="do not match the hash"):
             assert prebuilt.machines() is None
         assert not library.exists()
