@@ -43,6 +43,9 @@ def _modules(root: Path, info: dict):
     folder = root / "npbench" / "benchmarks" / info["relative_path"]
     loaded = []
     for name in (f"{info['module_name']}_numpy", info["module_name"]):
+        if not (folder / f"{name}.py").exists():  # (no initialisation module)
+            loaded.append(None)
+            continue
         spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
@@ -56,7 +59,9 @@ def _inputs(info: dict, init, preset: str) -> dict:
     import numpy as np
 
     values = dict(info["parameters"][preset])
-    spec = info["init"]
+    spec = info.get("init")
+    if spec is None:  # (the parameters are the arguments)
+        return values
     made = getattr(init, spec["func_name"])(*[values[a] for a in spec["input_args"]])
     outs = spec["output_args"]
     made = made if len(outs) > 1 else (made,)
