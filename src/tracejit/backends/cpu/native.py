@@ -156,8 +156,12 @@ def parallel(kernel, args: tuple) -> None:
     """Run ``kernel`` (a ctypes function, or its trampoline-bound builtin, where there is a
     trampoline) on libgomp's team, or after a pause on this thread where that measured
     faster for it (``Launches``); the caller keeps ``args`` alive. (A ctypes function is
-    unhashable: it cannot be looked up in ``_by_launcher``.)"""
-    launch(kernel if isinstance(kernel, ctypes._CFuncPtr) else _by_launcher[kernel], args)
+    unhashable; the lookup is tried rather than checked: it is on every launch.)"""
+    try:
+        found = _by_launcher.get(kernel, kernel)
+    except TypeError:  # a ctypes function (no trampoline), which is unhashable
+        found = kernel
+    launch(found, args)
 
 
 def launch(kernel, args: tuple) -> None:
